@@ -1,0 +1,11 @@
+//! The one IR: step graphs, authored and fused alike.
+
+mod graph;
+mod op;
+mod ty;
+mod validate;
+
+pub use graph::{Const, Def, Graph, GraphBuilder, State, StateKind, TensorDecl};
+pub use op::{Act, Fused, HeadMap, Op, OpKind, RopeStyle, ShapeError, TensorId};
+pub use ty::Ty;
+pub use validate::GraphError;

@@ -1,0 +1,162 @@
+//! Well-formedness of a step graph.
+
+use std::collections::HashSet;
+
+use super::graph::{Def, Graph, StateKind};
+use super::op::TensorId;
+use super::ty::Ty;
+
+/// Why a graph is not well formed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GraphError {
+    #[error("tensor {0} does not exist (the graph has {1} tensors)")]
+    NoSuchTensor(usize, usize),
+    #[error("two tensors are named %{0}")]
+    DuplicateName(String),
+    #[error("%{0} is written more than once")]
+    WrittenTwice(String),
+    #[error("%{0} is never written")]
+    NeverWritten(String),
+    #[error("op {op} ({kind}) reads %{tensor} before it is written")]
+    ReadBeforeWrite { op: usize, kind: &'static str, tensor: String },
+    #[error("op {op} ({kind}): {why}")]
+    Shape { op: usize, kind: &'static str, why: String },
+    #[error("op {op} ({kind}) declares %{tensor} as {declared}, but its shape rule gives {inferred}")]
+    DeclaredType { op: usize, kind: &'static str, tensor: String, declared: Ty, inferred: Ty },
+    #[error("{0}")]
+    Role(String),
+}
+
+impl Graph {
+    /// Checks the graph is well formed: tensor ids exist and names are unique; every tensor is
+    /// written exactly once (as the token, a constant, a start-of-step state or an op output); every
+    /// op reads only tensors already written; each op's tensors agree with its kind's shape rule;
+    /// each state is written by an op with its own type; the logits are a vector.
+    pub fn validate(&self) -> Result<(), GraphError> {
+        let n = self.tensors.len();
+        let check = |t: TensorId| if t.0 < n { Ok(()) } else { Err(GraphError::NoSuchTensor(t.0, n)) };
+        let mut names = HashSet::new();
+        for d in &self.tensors {
+            if !names.insert(d.name.as_str()) {
+                return Err(GraphError::DuplicateName(d.name.clone()));
+            }
+        }
+        check(self.token)?;
+        check(self.logits)?;
+        for c in &self.consts {
+            check(c.tensor)?;
+        }
+        for s in &self.states {
+            check(s.read)?;
+            check(s.write)?;
+        }
+        for op in &self.ops {
+            for &t in op.inputs.iter().chain(&op.outputs) {
+                check(t)?;
+            }
+        }
+        // Written exactly once.
+        let mut writes = vec![0usize; n];
+        writes[self.token.0] += 1;
+        for c in &self.consts {
+            writes[c.tensor.0] += 1;
+        }
+        for s in &self.states {
+            writes[s.read.0] += 1;
+        }
+        for op in &self.ops {
+            for t in &op.outputs {
+                writes[t.0] += 1;
+            }
+        }
+        for (i, &w) in writes.iter().enumerate() {
+            let name = self.tensors[i].name.clone();
+            match w {
+                0 => return Err(GraphError::NeverWritten(name)),
+                1 => {}
+                _ => return Err(GraphError::WrittenTwice(name)),
+            }
+        }
+        // Roles of the token, constants and states.
+        if self.tensors[self.token.0].ty != Ty::Token {
+            return Err(GraphError::Role(format!("the token %{} is not of type token", self.name_of(self.token))));
+        }
+        for c in &self.consts {
+            if self.ty(c.tensor).shape().is_none() {
+                return Err(GraphError::Role(format!("constant %{} is not an array", self.name_of(c.tensor))));
+            }
+        }
+        let defs = self.defs();
+        for s in &self.states {
+            if self.ty(s.read) != self.ty(s.write) {
+                return Err(GraphError::Role(format!(
+                    "state %{} is {} but is written as %{} of {}",
+                    self.name_of(s.read),
+                    self.ty(s.read),
+                    self.name_of(s.write),
+                    self.ty(s.write)
+                )));
+            }
+            if !matches!(defs[s.write.0], Some(Def::Op(..))) {
+                return Err(GraphError::Role(format!(
+                    "state %{} is not written by an op",
+                    self.name_of(s.read)
+                )));
+            }
+            let want_layer = s.kind != StateKind::Position;
+            if s.layer.is_some() != want_layer {
+                return Err(GraphError::Role(format!(
+                    "state %{} of kind {} {} a layer",
+                    self.name_of(s.read),
+                    s.kind.name(),
+                    if want_layer { "needs" } else { "has no" }
+                )));
+            }
+        }
+        if self.states.iter().filter(|s| s.kind == StateKind::Position).count() > 1 {
+            return Err(GraphError::Role("the step has more than one position".into()));
+        }
+        // Read after written, and shapes.
+        let mut written = vec![false; n];
+        written[self.token.0] = true;
+        for c in &self.consts {
+            written[c.tensor.0] = true;
+        }
+        for s in &self.states {
+            written[s.read.0] = true;
+        }
+        for (i, op) in self.ops.iter().enumerate() {
+            let kind = op.kind.name();
+            for &t in &op.inputs {
+                if !written[t.0] {
+                    return Err(GraphError::ReadBeforeWrite { op: i, kind, tensor: self.name_of(t).into() });
+                }
+            }
+            let ins: Vec<&Ty> = op.inputs.iter().map(|&t| self.ty(t)).collect();
+            let outs = op.kind.infer(&ins).map_err(|why| GraphError::Shape { op: i, kind, why })?;
+            if outs.len() != op.outputs.len() {
+                return Err(GraphError::Shape {
+                    op: i,
+                    kind,
+                    why: format!("writes {} tensors, not {}", outs.len(), op.outputs.len()),
+                });
+            }
+            for (&t, inferred) in op.outputs.iter().zip(outs) {
+                if *self.ty(t) != inferred {
+                    return Err(GraphError::DeclaredType {
+                        op: i,
+                        kind,
+                        tensor: self.name_of(t).into(),
+                        declared: self.ty(t).clone(),
+                        inferred,
+                    });
+                }
+                written[t.0] = true;
+            }
+        }
+        match self.ty(self.logits) {
+            Ty::Tensor(s) if s.len() == 1 => Ok(()),
+            t => Err(GraphError::Role(format!("the logits %{} are {t}, not a vector", self.name_of(self.logits)))),
+        }
+    }
+}

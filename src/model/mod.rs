@@ -1,0 +1,13 @@
+//! Models: specs, the author of their decode step, bindings and checkpoints.
+
+pub mod author;
+pub mod bind;
+pub mod checkpoint;
+pub mod layout;
+pub mod names;
+pub mod presets;
+pub mod random;
+pub mod spec;
+
+pub use checkpoint::{Checkpoint, Tensor};
+pub use spec::{ModelSpec, SpecError};
