@@ -2,7 +2,12 @@
 
 /// `1 / (1 + e^−x)`, without overflow for large |x|.
 pub fn sigmoid(x: f64) -> f64 {
-    if x >= 0.0 { 1.0 / (1.0 + (-x).exp()) } else { let e = x.exp(); e / (1.0 + e) }
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
+    }
 }
 
 /// `x · sigmoid(x)`.

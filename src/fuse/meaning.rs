@@ -52,9 +52,8 @@ pub fn meaning(f: Fused, inputs: usize, outputs: usize) -> Vec<Step> {
             step(OpKind::Mul, &[In(2), Tmp(1)], &[Out(1)]),
         ],
         // (gate, value) → act(gate) · value
-        Fused::GluActMul { act } => vec![
-            step(OpKind::Act(act), &[In(0)], &[Tmp(0)]),
-            step(OpKind::Mul, &[Tmp(0), In(1)], &[Out(0)]),
-        ],
+        Fused::GluActMul { act } => {
+            vec![step(OpKind::Act(act), &[In(0)], &[Tmp(0)]), step(OpKind::Mul, &[Tmp(0), In(1)], &[Out(0)])]
+        }
     }
 }

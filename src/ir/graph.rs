@@ -62,13 +62,8 @@ pub enum StateKind {
 }
 
 impl StateKind {
-    pub const ALL: [StateKind; 5] = [
-        StateKind::Position,
-        StateKind::Conv,
-        StateKind::Recurrent,
-        StateKind::KeyCache,
-        StateKind::ValueCache,
-    ];
+    pub const ALL: [StateKind; 5] =
+        [StateKind::Position, StateKind::Conv, StateKind::Recurrent, StateKind::KeyCache, StateKind::ValueCache];
 
     /// The kind's name in the text form.
     pub fn name(&self) -> &'static str {

@@ -99,22 +99,14 @@ pub enum OpKind {
     /// per value head `h` with key head `m(h)`, `S ← e^g S; S ← S + k ⊗ β(v − Sᵀk); o = Sᵀq`.
     DeltaRule { head_map: HeadMap },
     /// `(x [n, hd], position) → [n, hd]`: rotary embedding of the first `rotary_dims` dims of each row.
-    Rope {
-        theta: f64,
-        rotary_dims: usize,
-        style: RopeStyle,
-    },
+    Rope { theta: f64, rotary_dims: usize, style: RopeStyle },
     /// `(cache [h, d], x [h, d]) → cache'`: the cache with `x` appended at the current position.
     KvAppend,
     /// `(q [nH, dq], K cache [nKV, dq], V cache [nKV, dv] [, sinks [nH]]) → [nH, dv]`: softmax
     /// attention of each query head over the positions of its KV head (`head_map`), scores scaled by
     /// `scale`; only the newest `window` positions when set; a sink logit per head joins the softmax
     /// and is dropped when the fourth operand is present.
-    Attention {
-        scale: f64,
-        window: Option<usize>,
-        head_map: HeadMap,
-    },
+    Attention { scale: f64, window: Option<usize>, head_map: HeadMap },
     /// `p [E] → [E]`: the `k` largest entries kept (divided by their sum when `renormalize`), the
     /// others zero.
     TopK { k: usize, renormalize: bool },
@@ -281,8 +273,7 @@ impl OpKind {
                     return Err(format!("attention reads 3 or 4 tensors, not {}", ins.len()));
                 }
                 let [nh, dq] = mat(ins[0])?;
-                let (Ty::Cache { heads: kh, dim: kd }, Ty::Cache { heads: vh, dim: vd }) = (ins[1], ins[2])
-                else {
+                let (Ty::Cache { heads: kh, dim: kd }, Ty::Cache { heads: vh, dim: vd }) = (ins[1], ins[2]) else {
                     return Err(format!("attention reads caches, not {} and {}", ins[1], ins[2]));
                 };
                 if *kd != dq || kh != vh || *kh == 0 || nh % kh != 0 {
@@ -411,16 +402,8 @@ impl Fused {
 
 impl Act {
     /// Every activation, in the order the text form lists them.
-    pub const ALL: [Act; 8] = [
-        Act::Sigmoid,
-        Act::Silu,
-        Act::Softplus,
-        Act::Exp,
-        Act::Tanh,
-        Act::Relu,
-        Act::Gelu,
-        Act::GeluTanh,
-    ];
+    pub const ALL: [Act; 8] =
+        [Act::Sigmoid, Act::Silu, Act::Softplus, Act::Exp, Act::Tanh, Act::Relu, Act::Gelu, Act::GeluTanh];
 
     /// The activation's name in the text form.
     pub fn name(&self) -> &'static str {
@@ -464,11 +447,7 @@ impl RopeStyle {
 }
 
 fn arity(ins: &[&Ty], n: usize) -> Result<(), ShapeError> {
-    if ins.len() == n {
-        Ok(())
-    } else {
-        Err(format!("reads {n} tensors, not {}", ins.len()))
-    }
+    if ins.len() == n { Ok(()) } else { Err(format!("reads {n} tensors, not {}", ins.len())) }
 }
 
 fn arr(t: &Ty) -> Result<&[usize], ShapeError> {
@@ -496,19 +475,11 @@ fn vec_of(t: &Ty, n: usize) -> Result<(), ShapeError> {
 }
 
 fn is(t: &Ty, want: &Ty) -> Result<(), ShapeError> {
-    if t == want {
-        Ok(())
-    } else {
-        Err(format!("expected {want}, found {t}"))
-    }
+    if t == want { Ok(()) } else { Err(format!("expected {want}, found {t}")) }
 }
 
 fn same(a: &Ty, b: &Ty) -> Result<(), ShapeError> {
-    if a == b {
-        Ok(())
-    } else {
-        Err(format!("{a} and {b} differ"))
-    }
+    if a == b { Ok(()) } else { Err(format!("{a} and {b} differ")) }
 }
 
 impl From<&[usize]> for Ty {

@@ -98,10 +98,7 @@ impl Graph {
                 )));
             }
             if !matches!(defs[s.write.0], Some(Def::Op(..))) {
-                return Err(GraphError::Role(format!(
-                    "state %{} is not written by an op",
-                    self.name_of(s.read)
-                )));
+                return Err(GraphError::Role(format!("state %{} is not written by an op", self.name_of(s.read))));
             }
             let want_layer = s.kind != StateKind::Position;
             if s.layer.is_some() != want_layer {

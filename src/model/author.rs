@@ -13,7 +13,10 @@ use crate::ir::{Act, Graph, GraphBuilder, HeadMap, OpKind, StateKind, TensorId, 
 /// tiled order.
 pub fn decode_step(spec: &ModelSpec) -> Result<Graph, SpecError> {
     spec.validate()?;
-    let unwritten = [("experts", spec.constructs.experts.is_some()), ("latent attention", spec.constructs.latent_attention.is_some())];
+    let unwritten = [
+        ("experts", spec.constructs.experts.is_some()),
+        ("latent attention", spec.constructs.latent_attention.is_some()),
+    ];
     if let Some((what, _)) = unwritten.iter().find(|(_, on)| *on) {
         return Err(SpecError { spec: spec.name.clone(), why: format!("the author does not write {what} yet") });
     }
@@ -126,7 +129,8 @@ impl Author<'_> {
         let dt = self.param(l, n::SSM_DT_BIAS, &[d.value_heads]);
         let a = self.b.op1(OpKind::Add, &[a, dt], &format!("{p}.a.biased"));
         let a = self.b.op1(OpKind::Act(Act::Softplus), &[a], &format!("{p}.a.softplus"));
-        let ssm_a = self.b.constant(&format!("blk.{l}.ssm_a"), &[d.value_heads], Binding::whole(names::blk(l, n::SSM_A)));
+        let ssm_a =
+            self.b.constant(&format!("blk.{l}.ssm_a"), &[d.value_heads], Binding::whole(names::blk(l, n::SSM_A)));
         let g = self.b.op1(OpKind::Mul, &[ssm_a, a], &format!("{p}.g"));
         // The delta rule over l2-normed keys and l2-normed queries scaled by 1/√dk.
         let q = self.b.op1(OpKind::L2Norm { eps: 1e-6 }, &[q], &format!("{p}.q.normed"));
@@ -160,8 +164,10 @@ impl Author<'_> {
         let p = format!("l{l}");
         let attn_q = names::blk(l, n::ATTN_Q);
         let (wq, wg) = if a.output_gate {
-            let wq = self.b.constant(&format!("blk.{l}.attn_q.q"), &[qd, h], Binding::head_half(&attn_q, a.head_dim, 0));
-            let wg = self.b.constant(&format!("blk.{l}.attn_q.gate"), &[qd, h], Binding::head_half(&attn_q, a.head_dim, 1));
+            let wq =
+                self.b.constant(&format!("blk.{l}.attn_q.q"), &[qd, h], Binding::head_half(&attn_q, a.head_dim, 0));
+            let wg =
+                self.b.constant(&format!("blk.{l}.attn_q.gate"), &[qd, h], Binding::head_half(&attn_q, a.head_dim, 1));
             (wq, Some(wg))
         } else {
             (self.param(l, n::ATTN_Q, &[qd, h]), None)
@@ -238,7 +244,11 @@ impl Author<'_> {
             Ffn::ClampedSwiGlu { alpha, limit } => {
                 let g = gate(self);
                 let u = up(self);
-                let g = self.b.op1(OpKind::Clamp { min: f64::NEG_INFINITY, max: limit }, &[g], &format!("{p}.ffn.gate.clamped"));
+                let g = self.b.op1(
+                    OpKind::Clamp { min: f64::NEG_INFINITY, max: limit },
+                    &[g],
+                    &format!("{p}.ffn.gate.clamped"),
+                );
                 let u = self.b.op1(OpKind::Clamp { min: -limit, max: limit }, &[u], &format!("{p}.ffn.up.clamped"));
                 let ga = self.b.op1(OpKind::Scale { factor: alpha }, &[g], &format!("{p}.ffn.gate.scaled"));
                 let s = self.b.op1(OpKind::Act(Act::Sigmoid), &[ga], &format!("{p}.ffn.gate.sigmoid"));

@@ -115,7 +115,8 @@ pub fn check(graph: &Graph, checkpoint: &Checkpoint) -> Result<(), BindError> {
         let Some(t) = checkpoint.get(&b.tensor) else {
             return Err(BindError::Missing { constant, tensor: b.tensor.clone() });
         };
-        let found = b.view.shape(&t.shape).map_err(|why| BindError::ViewDoesNotFit { constant: constant.clone(), why })?;
+        let found =
+            b.view.shape(&t.shape).map_err(|why| BindError::ViewDoesNotFit { constant: constant.clone(), why })?;
         let declared = graph.ty(c.tensor).shape().unwrap_or(&[]).to_vec();
         if found != declared {
             return Err(BindError::Shape { constant, binding: b.to_string(), declared, found });

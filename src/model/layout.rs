@@ -30,7 +30,8 @@ pub struct TensorInfo {
 pub fn layout(spec: &ModelSpec) -> Vec<TensorInfo> {
     let (h, v) = (spec.hidden, spec.vocab);
     let mut out = vec![];
-    let mut put = |name: String, shape: &[usize], init: Init| out.push(TensorInfo { name, shape: shape.to_vec(), init });
+    let mut put =
+        |name: String, shape: &[usize], init: Init| out.push(TensorInfo { name, shape: shape.to_vec(), init });
     let mat = |rows: usize, cols: usize| ([rows, cols], Init::Matrix { fan_in: cols });
     let (s, i) = mat(v, h);
     put(names::TOKEN_EMBD.into(), &s, i);

@@ -12,8 +12,13 @@ const CHUNK: usize = 1 << 16;
 /// (see [`Init`]). Chunks are drawn on all cores.
 pub fn random_checkpoint(spec: &ModelSpec, seed: u64) -> Checkpoint {
     let infos = layout(spec);
-    let mut tensors: Vec<(TensorInfo, Vec<f32>)> =
-        infos.into_iter().map(|i| { let n = i.shape.iter().product(); (i, vec![0f32; n]) }).collect();
+    let mut tensors: Vec<(TensorInfo, Vec<f32>)> = infos
+        .into_iter()
+        .map(|i| {
+            let n = i.shape.iter().product();
+            (i, vec![0f32; n])
+        })
+        .collect();
     let mut jobs: Vec<(u64, Init, usize, &mut [f32])> = vec![];
     for (info, data) in tensors.iter_mut() {
         let stream = seed ^ fnv1a(info.name.as_bytes());

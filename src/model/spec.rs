@@ -181,21 +181,32 @@ impl ModelSpec {
         let d = &self.delta_net;
         let has = |m: Mixer| self.layers.contains(&m);
         let rules: Vec<(bool, String)> = vec![
-            (self.hidden > 0 && self.vocab > 0 && self.intermediate > 0, "hidden, vocab and intermediate sizes must be > 0".into()),
+            (
+                self.hidden > 0 && self.vocab > 0 && self.intermediate > 0,
+                "hidden, vocab and intermediate sizes must be > 0".into(),
+            ),
             (!self.layers.is_empty(), "a model needs at least one layer".into()),
             (self.rms_eps > 0.0 && self.rms_eps.is_finite(), format!("rms_norm_eps {} must be > 0", self.rms_eps)),
             (
-                !has(Mixer::Attention) || (a.heads > 0 && a.kv_heads > 0 && a.head_dim > 0 && a.heads % a.kv_heads == 0),
+                !has(Mixer::Attention)
+                    || (a.heads > 0 && a.kv_heads > 0 && a.head_dim > 0 && a.heads % a.kv_heads == 0),
                 format!("{} query heads cannot share {} KV heads", a.heads, a.kv_heads),
             ),
             (
                 !has(Mixer::Attention) || (a.rotary_dims <= a.head_dim && a.rotary_dims % 2 == 0),
                 format!("{} rotary dims on heads of {}", a.rotary_dims, a.head_dim),
             ),
-            (!has(Mixer::Attention) || (a.rope_theta > 0.0 && a.rope_theta.is_finite()), format!("rope theta {}", a.rope_theta)),
+            (
+                !has(Mixer::Attention) || (a.rope_theta > 0.0 && a.rope_theta.is_finite()),
+                format!("rope theta {}", a.rope_theta),
+            ),
             (
                 !has(Mixer::DeltaNet)
-                    || (d.key_heads > 0 && d.value_heads > 0 && d.key_dim > 0 && d.value_dim > 0 && d.value_heads % d.key_heads == 0),
+                    || (d.key_heads > 0
+                        && d.value_heads > 0
+                        && d.key_dim > 0
+                        && d.value_dim > 0
+                        && d.value_heads % d.key_heads == 0),
                 format!("{} value heads cannot share {} key heads", d.value_heads, d.key_heads),
             ),
             (!has(Mixer::DeltaNet) || d.conv_kernel >= 1, "a conv kernel needs at least one tap".into()),
@@ -203,10 +214,16 @@ impl ModelSpec {
         let mut rules = rules;
         let c = &self.constructs;
         if let Some(e) = &c.experts {
-            rules.push((e.count > 0 && e.top_k > 0 && e.top_k <= e.count && e.intermediate > 0, format!("top-{} of {} experts", e.top_k, e.count)));
+            rules.push((
+                e.count > 0 && e.top_k > 0 && e.top_k <= e.count && e.intermediate > 0,
+                format!("top-{} of {} experts", e.top_k, e.count),
+            ));
         }
         if let Some(l) = &c.latent_attention {
-            rules.push((l.kv_rank > 0 && l.rope_dim % 2 == 0 && l.value_dim > 0 && l.q_rank != Some(0), "latent attention sizes".into()));
+            rules.push((
+                l.kv_rank > 0 && l.rope_dim % 2 == 0 && l.value_dim > 0 && l.q_rank != Some(0),
+                "latent attention sizes".into(),
+            ));
         }
         if let Some(w) = &c.sliding_window {
             rules.push((w.window > 0, "a sliding window of 0".into()));
