@@ -1,0 +1,576 @@
+#!/usr/bin/env python3
+"""Build tiny random-weight Hugging Face models and write golden decode fixtures for stepcheck.
+
+Everything is CPU, fp32, single-threaded and seeded, so a re-run rewrites byte-identical files.
+Output: reference/fixtures/<name>/{config.json, weights, golden.json[, model.gguf, gguf-notes.json]}
+and reference/fixtures/refused/<name>/{config.json, model.safetensors, golden.json, NOTES.md}.
+
+Usage:  python reference/make_fixtures.py            (all fixtures, then the numpy self-check)
+        python reference/make_fixtures.py qwen35-a    (only the named fixtures)
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+torch.set_num_threads(1)
+torch.use_deterministic_algorithms(True)
+
+import gguf  # noqa: E402
+import transformers  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+from transformers import DynamicCache  # noqa: E402
+from transformers import Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration  # noqa: E402
+from transformers import Qwen3_5TextConfig  # noqa: E402
+
+transformers.logging.set_verbosity_error()
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE / "fixtures"
+N_TOKENS = 10
+
+
+# ================================================================================================ common helpers
+
+
+def fresh_dir(d: Path) -> Path:
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    return d
+
+
+def make_tokens(vocab: int, n: int, seed: int) -> list[int]:
+    """n deterministic token ids; always includes 0 and vocab-1 (embedding-row off-by-one catchers)."""
+    g = torch.Generator().manual_seed(seed)
+    t = torch.randint(1, vocab - 1, (n,), generator=g).tolist()
+    t[2] = vocab - 1
+    t[5] = 0
+    return t
+
+
+def round_param_(p: torch.Tensor, dtype: torch.dtype) -> None:
+    """Make p exactly representable in dtype (p stays fp32)."""
+    with torch.no_grad():
+        p.copy_(p.to(dtype).to(torch.float32))
+
+
+def quantize_grid_(p: torch.Tensor, bits: int = 16) -> None:
+    """Round to a multiple of 2**-bits so that (1 + p) is exact in fp32 (GGUF stores 1+w for zero-centred norms)."""
+    with torch.no_grad():
+        p.copy_(torch.round(p * 2.0**bits) / 2.0**bits)
+
+
+def cache_kwarg(model) -> str:
+    import inspect
+
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+@torch.no_grad()
+def hf_decode(model, tokens: list[int]) -> torch.Tensor:
+    """One token per forward call, transformers' own DynamicCache fed back each step. Returns [T, V] fp32."""
+    model.eval()
+    kw = cache_kwarg(model)
+    cache = DynamicCache(config=model.config.get_text_config())
+    rows = []
+    for t in tokens:
+        out = model(input_ids=torch.tensor([[t]], dtype=torch.long), use_cache=True, **{kw: cache})
+        cache = out.cache if hasattr(out, "cache") and out.cache is not None else out.past_key_values
+        rows.append(out.logits[0, -1].to(torch.float32).clone())
+    return torch.stack(rows)
+
+
+def write_golden(d: Path, name: str, tokens: list[int], logits: torch.Tensor, extra: dict | None = None) -> None:
+    g = {
+        "model": name,
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "tokens": [int(t) for t in tokens],
+        "logits": [[float(x) for x in row] for row in logits.tolist()],
+    }
+    if extra:
+        g.update(extra)
+    (d / "golden.json").write_text(json.dumps(g) + "\n")
+
+
+def write_json(path: Path, obj) -> None:
+    path.write_text(json.dumps(obj, indent=2) + "\n")
+
+
+def set_eager(model):
+    model.set_attn_implementation("eager")
+    return model
+
+
+# ================================================================================================ Qwen3.5 dense
+
+
+def qwen35_randomize_(model, seed: int) -> None:
+    """Every parameter O(1)-scaled and != its init value (facts §9)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():  # tied lm_head is the same Parameter and appears once
+            shape = p.shape
+            if name.endswith("linear_attn.norm.weight"):  # RMSNormGated, used as-is (init 1)
+                v = 0.5 + torch.rand(shape, generator=g)
+            elif name.endswith("norm.weight"):  # zero-centred RMSNorm, scale 1+w (init 0)
+                v = torch.rand(shape, generator=g) - 0.5
+            elif name.endswith("A_log"):  # A in U(0.05, 1)
+                v = torch.log(0.05 + 0.95 * torch.rand(shape, generator=g))
+            elif name.endswith("dt_bias"):
+                v = 0.5 * torch.randn(shape, generator=g)
+            elif name.endswith("conv1d.weight"):
+                v = 0.5 * torch.randn(shape, generator=g)
+            elif name.endswith("embed_tokens.weight"):
+                v = torch.randn(shape, generator=g)
+            elif p.ndim == 2:  # [out, in]
+                v = torch.randn(shape, generator=g) / math.sqrt(shape[1])
+            else:
+                raise ValueError(f"unhandled parameter {name} {tuple(shape)}")
+            p.copy_(v)
+            if name.endswith("norm.weight") and not name.endswith("linear_attn.norm.weight"):
+                quantize_grid_(p)
+
+
+def qwen35_text_config(**kw) -> Qwen3_5TextConfig:
+    cfg = Qwen3_5TextConfig(**kw)
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------------ GGUF writer
+
+
+def reorder_v_heads(t: torch.Tensor, dim: int, Hk: int, r: int, d: int) -> torch.Tensor:
+    """Grouped (HF: h = g*r + j) -> tiled (GGUF: h' = j*Hk + g) along `dim` of size Hk*r*d."""
+    shape = list(t.shape)
+    dim = dim % len(shape)
+    t = t.reshape(*shape[:dim], Hk, r, d, *shape[dim + 1 :])
+    t = t.transpose(dim, dim + 1).contiguous()
+    return t.reshape(shape)
+
+
+HF_TO_GGUF = [  # (HF suffix after model.layers.N., GGUF suffix after blk.N.)
+    ("input_layernorm.weight", "attn_norm.weight"),
+    ("post_attention_layernorm.weight", "post_attention_norm.weight"),
+    ("mlp.gate_proj.weight", "ffn_gate.weight"),
+    ("mlp.up_proj.weight", "ffn_up.weight"),
+    ("mlp.down_proj.weight", "ffn_down.weight"),
+    ("self_attn.q_proj.weight", "attn_q.weight"),
+    ("self_attn.k_proj.weight", "attn_k.weight"),
+    ("self_attn.v_proj.weight", "attn_v.weight"),
+    ("self_attn.o_proj.weight", "attn_output.weight"),
+    ("self_attn.q_norm.weight", "attn_q_norm.weight"),
+    ("self_attn.k_norm.weight", "attn_k_norm.weight"),
+    ("linear_attn.in_proj_qkv.weight", "attn_qkv.weight"),
+    ("linear_attn.in_proj_z.weight", "attn_gate.weight"),
+    ("linear_attn.in_proj_b.weight", "ssm_beta.weight"),
+    ("linear_attn.in_proj_a.weight", "ssm_alpha.weight"),
+    ("linear_attn.conv1d.weight", "ssm_conv1d.weight"),
+    ("linear_attn.A_log", "ssm_a"),
+    ("linear_attn.dt_bias", "ssm_dt.bias"),
+    ("linear_attn.norm.weight", "ssm_norm.weight"),
+    ("linear_attn.out_proj.weight", "ssm_out.weight"),
+]
+
+
+def hf_name_to_gguf(name: str) -> str:
+    """name is a Qwen3_5ForCausalLM state-dict key (model.* / lm_head.weight)."""
+    if name == "model.embed_tokens.weight":
+        return "token_embd.weight"
+    if name == "model.norm.weight":
+        return "output_norm.weight"
+    if name == "lm_head.weight":
+        return "output.weight"
+    parts = name.split(".")
+    assert parts[0] == "model" and parts[1] == "layers", name
+    bid, rest = parts[2], ".".join(parts[3:])
+    for hf, gg in HF_TO_GGUF:
+        if rest == hf:
+            return f"blk.{bid}.{gg}"
+    raise KeyError(name)
+
+
+def gguf_transform(name: str, t: torch.Tensor, tc: dict) -> torch.Tensor:
+    """llama.cpp convert_hf_to_gguf.py value transforms for arch qwen35 (facts §8):
+    Qwen3NextModel.modify_tensors + _LinearAttentionVReorderBase.modify_tensors."""
+    t = t.detach().clone().to(torch.float32)
+    Hk, Hv = tc["linear_num_key_heads"], tc["linear_num_value_heads"]
+    dk, dv = tc["linear_key_head_dim"], tc["linear_value_head_dim"]
+    r = Hv // Hk
+    if Hk != Hv and ".linear_attn." in name:
+        if ".in_proj_qkv." in name:
+            q_k = t[: 2 * Hk * dk]
+            v = reorder_v_heads(t[2 * Hk * dk :], 0, Hk, r, dv)
+            t = torch.cat([q_k, v], 0)
+        elif ".in_proj_z." in name:
+            t = reorder_v_heads(t, 0, Hk, r, dv)
+        elif ".in_proj_b." in name or ".in_proj_a." in name:
+            t = reorder_v_heads(t, 0, Hk, r, 1)
+        elif name.endswith(".A_log") or name.endswith(".dt_bias"):
+            t = reorder_v_heads(t, 0, Hk, r, 1)
+        elif ".conv1d." in name:
+            t = t.squeeze()
+            t = torch.cat([t[: 2 * Hk * dk], reorder_v_heads(t[2 * Hk * dk :], 0, Hk, r, dv)], 0)
+        elif ".out_proj." in name:
+            t = reorder_v_heads(t, 1, Hk, r, dv)
+    if name.endswith(".A_log"):
+        t = -torch.exp(t)
+    elif "conv1d" in name:
+        t = t.squeeze()  # [C, 1, K] -> [C, K]  (ggml ne = [K, C])
+    elif name.endswith("norm.weight") and not name.endswith("linear_attn.norm.weight"):
+        t = t + 1.0
+    return t
+
+
+def write_qwen35_gguf(path: Path, model, tc: dict, type_of, name: str) -> dict:
+    """tc: text-config dict (as the converter sees it after merging text_config to the root).
+    type_of(hf_name) -> 'F32' | 'F16' | 'BF16'. Returns the notes dict."""
+    arch = "qwen35"
+    w = gguf.GGUFWriter(str(path), arch=arch)
+    rp = tc["rope_parameters"]
+    hd = tc["head_dim"]
+    Hv, dv = tc["linear_num_value_heads"], tc["linear_value_head_dim"]
+    sections = list(rp.get("mrope_section", [11, 11, 10]))
+    sections = (sections + [0, 0, 0, 0])[:4]
+    fai = tc.get("full_attention_interval", 4)
+    kv = []  # (key, value, gguf type) for the notes
+
+    def put(key, value, kind):
+        getattr(w, f"add_{kind}")(key, value)
+        kv.append({"key": key, "value": value, "type": {"uint32": "UINT32", "float32": "FLOAT32",
+                                                          "string": "STRING", "array": "ARRAY[INT32]"}[kind]})
+
+    put("general.type", "model", "string")
+    put("general.name", name, "string")
+    put(f"{arch}.block_count", tc["num_hidden_layers"], "uint32")
+    put(f"{arch}.context_length", tc["max_position_embeddings"], "uint32")
+    put(f"{arch}.embedding_length", tc["hidden_size"], "uint32")
+    put(f"{arch}.feed_forward_length", tc["intermediate_size"], "uint32")
+    put(f"{arch}.attention.head_count", tc["num_attention_heads"], "uint32")
+    put(f"{arch}.attention.head_count_kv", tc["num_key_value_heads"], "uint32")
+    put(f"{arch}.rope.dimension_sections", sections, "array")
+    put(f"{arch}.rope.freq_base", float(rp["rope_theta"]), "float32")
+    put(f"{arch}.attention.layer_norm_rms_epsilon", float(tc["rms_norm_eps"]), "float32")
+    put(f"{arch}.attention.key_length", hd, "uint32")
+    put(f"{arch}.attention.value_length", hd, "uint32")
+    put("general.file_type", int(gguf.LlamaFileType.MOSTLY_F16), "uint32")
+    put(f"{arch}.ssm.conv_kernel", tc["linear_conv_kernel_dim"], "uint32")
+    put(f"{arch}.ssm.state_size", tc["linear_key_head_dim"], "uint32")
+    put(f"{arch}.ssm.group_count", tc["linear_num_key_heads"], "uint32")
+    put(f"{arch}.ssm.time_step_rank", Hv, "uint32")
+    put(f"{arch}.ssm.inner_size", Hv * dv, "uint32")
+    put(f"{arch}.full_attention_interval", fai, "uint32")
+    put(f"{arch}.rope.dimension_count", int(hd * rp["partial_rotary_factor"]), "uint32")
+    put(f"{arch}.vocab_size", tc["vocab_size"], "uint32")
+    put("general.quantization_version", gguf.GGML_QUANT_VERSION, "uint32")
+
+    sd = model.state_dict()
+    tied = tc.get("tie_word_embeddings", False)
+    names = [n for n in sd if not (tied and n == "lm_head.weight")]
+    # converter order is file order; we write embeddings, blocks in order, then output norm / head
+    def order(n):
+        if n == "model.embed_tokens.weight":
+            return (-1, n)
+        if n.startswith("model.layers."):
+            return (int(n.split(".")[2]), n)
+        return (10**6, n)
+
+    tensors = []
+    for n in sorted(names, key=order):
+        gname = hf_name_to_gguf(n)
+        t = gguf_transform(n, sd[n], tc).numpy()
+        typ = type_of(n) if t.ndim >= 2 and not gname.endswith("ssm_conv1d.weight") else "F32"
+        if typ == "F32":
+            w.add_tensor(gname, t.astype(np.float32))
+        elif typ == "F16":
+            t16 = t.astype(np.float16)
+            assert np.array_equal(t16.astype(np.float32), t), f"{n} not f16-exact"
+            w.add_tensor(gname, t16)
+        elif typ == "BF16":
+            q = gguf.quants.quantize(t.astype(np.float32), gguf.GGMLQuantizationType.BF16)
+            back = gguf.quants.dequantize(q, gguf.GGMLQuantizationType.BF16)
+            assert np.array_equal(back, t), f"{n} not bf16-exact"
+            w.add_tensor(gname, q, raw_dtype=gguf.GGMLQuantizationType.BF16)
+        else:
+            raise ValueError(typ)
+        tensors.append({"gguf": gname, "hf": n, "type": typ, "ggml_ne": list(reversed(t.shape)),
+                        "numpy_shape": list(t.shape)})
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return {"metadata": kv, "tensors": tensors}
+
+
+def check_rounded(model, type_of) -> None:
+    for n, p in model.named_parameters():
+        typ = type_of(n)
+        if typ == "F16":
+            assert torch.equal(p, p.to(torch.float16).float()), n
+        elif typ == "BF16":
+            assert torch.equal(p, p.to(torch.bfloat16).float()), n
+
+
+# ------------------------------------------------------------------------------------------------ qwen35-a
+
+
+def gguf_type_a(n: str) -> str:
+    """GGUF storage type of each HF tensor of qwen35-a (1-D tensors and the conv are always F32)."""
+    if n.endswith("norm.weight") or "conv1d" in n or n.endswith(("A_log", "dt_bias")):
+        return "F32"
+    if n == "model.embed_tokens.weight":
+        return "F32"
+    if n == "lm_head.weight" or ".self_attn." in n or ".mlp." in n:
+        return "F16"
+    if ".linear_attn." in n:
+        return "BF16"  # in_proj_qkv / in_proj_z / in_proj_b / in_proj_a / out_proj
+    raise KeyError(n)
+
+
+def build_qwen35_a() -> None:
+    name = "qwen35-a"
+    d = fresh_dir(FIXTURES / name)
+    torch.manual_seed(1)
+    cfg = qwen35_text_config(
+        vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=12,
+        linear_conv_kernel_dim=4,
+        layer_types=["full_attention", "linear_attention", "linear_attention", "full_attention"],
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+        tie_word_embeddings=False,
+    )
+    model = set_eager(Qwen3_5ForCausalLM(cfg))
+    qwen35_randomize_(model, seed=101)
+    for n, p in model.named_parameters():  # make the GGUF F16/BF16 copies exact
+        t = gguf_type_a(n)
+        if t != "F32":
+            round_param_(p, torch.float16 if t == "F16" else torch.bfloat16)
+    check_rounded(model, gguf_type_a)
+    tokens = make_tokens(cfg.vocab_size, N_TOKENS, seed=1001)
+    logits = hf_decode(model, tokens)
+    model.save_pretrained(d)  # config.json (transformers-5 form) + model.safetensors (F32, keys model.* / lm_head)
+    for extra in ("generation_config.json",):
+        if (d / extra).exists():
+            (d / extra).unlink()
+    write_golden(d, name, tokens, logits)
+    tc = json.loads((d / "config.json").read_text())
+    notes = write_qwen35_gguf(d / "model.gguf", model, tc, gguf_type_a, name)
+    notes["layer_kind_note"] = (
+        "qwen35.full_attention_interval is written as the converter would (config.json has no "
+        "full_attention_interval -> default 4), but the layer pattern [full, linear, linear, full] is NOT "
+        "expressible by an interval: llama.cpp itself (recurrent iff (i+1) % interval != 0) would mis-type "
+        "layers 0 and 3. Derive the layer kind from tensor presence: blk.N.attn_qkv.weight => linear_attention, "
+        "blk.N.attn_q.weight => full_attention."
+    )
+    _finish_notes(notes, tc)
+    write_json(d / "gguf-notes.json", notes)
+    reload_check(d, Qwen3_5ForCausalLM, tokens, logits)
+
+
+def _finish_notes(notes: dict, tc: dict) -> None:
+    notes["conventions"] = {
+        "norms": "every *norm.weight except ssm_norm stores 1+w (HF zero-centred weight + 1): use y = x*rsqrt(mean(x^2)+eps)*w",
+        "ssm_norm": "stored as-is (RMSNormGated weight)",
+        "ssm_a": "= -exp(A_log); g = ssm_a * softplus(alpha + ssm_dt.bias)",
+        "v_heads": "TILED order: GGUF value head h' = j*Hk + g holds HF head h = g*r + j; value head h' uses key head h' % Hk",
+        "reordered": "attn_qkv (V rows only), attn_gate, ssm_beta, ssm_alpha, ssm_a, ssm_dt.bias, "
+                     "ssm_conv1d (V channels only), ssm_out (input columns) -- only when Hk != Hv",
+        "ssm_conv1d": "numpy shape [C, K] (ggml ne [K, C]); tap K-1 multiplies the current token",
+        "attn_q": "per head [q(hd) | gate(hd)] interleave kept from HF",
+        "tied": "no output.weight when tie_word_embeddings: output = token_embd",
+        "rope.dimension_count": "written as int(head_dim * rope_parameters.partial_rotary_factor). NB the real "
+                                "converter reads hparams['partial_rotary_factor'] (top level, default 0.25) and "
+                                "would write head_dim*0.25 for a transformers-5 config whose factor is only inside "
+                                "rope_parameters",
+        "vocab_size": "qwen35.vocab_size is written because there is no tokenizer; the real converter writes "
+                      "tokenizer.ggml.* instead (llama.cpp takes n_vocab from vocab_size or the token list)",
+    }
+    notes["hyperparameters"] = {k: tc[k] for k in (
+        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+        "head_dim", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+        "linear_value_head_dim", "linear_conv_kernel_dim", "vocab_size", "rms_norm_eps", "rope_parameters",
+        "layer_types", "tie_word_embeddings") if k in tc}
+
+
+def reload_check(d: Path, cls, tokens, logits) -> None:
+    """Load the fixture back from disk with transformers and require bit-identical logits."""
+    m = set_eager(cls.from_pretrained(d, dtype=torch.float32))
+    again = hf_decode(m, tokens)
+    diff = (again - logits).abs().max().item()
+    assert diff == 0.0, f"{d.name}: reload via {cls.__name__} differs by {diff}"
+    print(f"  reload {d.name} with {cls.__name__}.from_pretrained: bit-identical")
+
+
+# ------------------------------------------------------------------------------------------------ qwen35-b
+
+
+def build_qwen35_b() -> None:
+    name = "qwen35-b"
+    d = fresh_dir(FIXTURES / name)
+    torch.manual_seed(2)
+    layer_types = ["linear_attention", "full_attention", "linear_attention", "linear_attention", "full_attention"]
+    rope = {"rope_type": "default", "rope_theta": 1000000.0, "partial_rotary_factor": 0.5,
+            "mrope_section": [2, 1, 1], "mrope_interleaved": True}
+    text = dict(
+        vocab_size=101, hidden_size=48, intermediate_size=80, num_hidden_layers=5,
+        num_attention_heads=6, num_key_value_heads=1, head_dim=16,
+        linear_num_key_heads=2, linear_num_value_heads=6, linear_key_head_dim=16, linear_value_head_dim=8,
+        linear_conv_kernel_dim=4, layer_types=layer_types, rope_parameters=rope, tie_word_embeddings=True,
+        max_position_embeddings=4096, rms_norm_eps=1e-6,
+    )
+    cfg = qwen35_text_config(**text)
+    model = set_eager(Qwen3_5ForCausalLM(cfg))
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    qwen35_randomize_(model, seed=202)
+    for n, p in model.named_parameters():  # every >=2-D tensor is stored BF16
+        if p.ndim >= 2:
+            round_param_(p, torch.bfloat16)
+    tokens = make_tokens(cfg.vocab_size, N_TOKENS, seed=2002)
+    logits = hf_decode(model, tokens)
+
+    # ---- config.json in the hub wrapper form (Qwen3_5ForConditionalGeneration, model_type qwen3_5)
+    vision = {  # small but self-consistent with model.visual.patch_embed.proj.weight below
+        "deepstack_visual_indexes": [], "depth": 1, "hidden_act": "gelu_pytorch_tanh", "hidden_size": 16,
+        "in_channels": 3, "initializer_range": 0.02, "intermediate_size": 32, "model_type": "qwen3_5",
+        "num_heads": 2, "num_position_embeddings": 16, "out_hidden_size": 48, "patch_size": 2,
+        "spatial_merge_size": 2, "temporal_patch_size": 2,
+    }
+    text_config = {
+        "attention_bias": False, "attention_dropout": 0.0, "attn_output_gate": True, "dtype": "bfloat16",
+        "eos_token_id": 100, "head_dim": 16, "hidden_act": "silu", "hidden_size": 48, "initializer_range": 0.02,
+        "intermediate_size": 80, "layer_types": layer_types, "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 16, "linear_num_key_heads": 2, "linear_num_value_heads": 6,
+        "linear_value_head_dim": 8, "mamba_ssm_dtype": "float32", "max_position_embeddings": 4096,
+        "model_type": "qwen3_5_text", "num_attention_heads": 6, "num_hidden_layers": 5,
+        "num_key_value_heads": 1, "rms_norm_eps": 1e-06, "rope_parameters": rope,
+        "tie_word_embeddings": True, "use_cache": True, "vocab_size": 101,
+    }
+    config = {
+        "architectures": ["Qwen3_5ForConditionalGeneration"],
+        "image_token_id": 248056,
+        "model_type": "qwen3_5",
+        "text_config": text_config,
+        "tie_word_embeddings": True,
+        "transformers_version": "4.57.0.dev0",
+        "video_token_id": 248057,
+        "vision_config": vision,
+        "vision_end_token_id": 248054,
+        "vision_start_token_id": 248053,
+    }
+    write_json(d / "config.json", config)
+
+    # ---- weights: model.language_model.* prefix, >=2-D as BF16, 1-D as F32, two shards + index
+    sd = model.state_dict()
+    out = {}
+    for n, t in sd.items():
+        if n == "lm_head.weight":
+            continue  # tied: hub checkpoints of tied models carry only the embedding
+        key = "model.language_model." + n[len("model."):]
+        out[key] = t.to(torch.bfloat16 if t.ndim >= 2 else torch.float32).contiguous()
+    g = torch.Generator().manual_seed(2222)
+    out["mtp.fc.weight"] = (torch.randn(48, 96, generator=g) * 0.1).to(torch.bfloat16)
+    out["model.visual.patch_embed.proj.weight"] = (torch.randn(16, 3, 2, 2, 2, generator=g) * 0.1).to(torch.bfloat16)
+    names = sorted(out)
+    shard1 = [n for n in names if n.startswith("model.visual.") or n.endswith("embed_tokens.weight")
+              or any(n.startswith(f"model.language_model.layers.{i}.") for i in (0, 1))]
+    shard2 = [n for n in names if n not in shard1]
+    files = {"model-00001-of-00002.safetensors": shard1, "model-00002-of-00002.safetensors": shard2}
+    weight_map = {}
+    for fname, keys in files.items():
+        save_file({k: out[k] for k in keys}, str(d / fname), metadata={"format": "pt"})
+        for k in keys:
+            weight_map[k] = fname
+    total_size = sum(t.numel() * t.element_size() for t in out.values())
+    total_params = sum(t.numel() for t in out.values())
+    write_json(d / "model.safetensors.index.json",
+               {"metadata": {"total_parameters": total_params, "total_size": total_size},
+                "weight_map": dict(sorted(weight_map.items()))})
+    write_golden(d, name, tokens, logits)
+
+    # ---- GGUF (cheap): every >=2-D tensor BF16 (as in the safetensors), 1-D and conv F32, no output.weight
+    tc = dict(text_config)
+    notes = write_qwen35_gguf(d / "model.gguf", model, tc, lambda n: "BF16", name)
+    notes["layer_kind_note"] = (
+        "qwen35.full_attention_interval = 4 (converter default; text_config has no full_attention_interval) does "
+        "NOT describe [linear, full, linear, linear, full]; derive the layer kind from tensor presence."
+    )
+    _finish_notes(notes, tc)
+    write_json(d / "gguf-notes.json", notes)
+
+    # transformers must load the hub form back and reproduce the goldens exactly
+    reload_check(d, Qwen3_5ForCausalLM, tokens, logits)
+    reload_check(d, Qwen3_5ForConditionalGeneration, tokens, logits)
+
+
+# ------------------------------------------------------------------------------------------------ qwen35-c
+
+
+def build_qwen35_c() -> None:
+    name = "qwen35-c"
+    d = fresh_dir(FIXTURES / name)
+    torch.manual_seed(3)
+    cfg = qwen35_text_config(
+        vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=4, head_dim=8,
+        linear_num_key_heads=4, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8,
+        linear_conv_kernel_dim=4, full_attention_interval=2,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0},
+        tie_word_embeddings=False,
+    )
+    assert cfg.layer_types == ["linear_attention", "full_attention"] * 2, cfg.layer_types
+    model = set_eager(Qwen3_5ForCausalLM(cfg))
+    qwen35_randomize_(model, seed=303)
+    tokens = make_tokens(cfg.vocab_size, N_TOKENS, seed=3003)
+    logits = hf_decode(model, tokens)
+    model.save_pretrained(d)
+    if (d / "generation_config.json").exists():
+        (d / "generation_config.json").unlink()
+    # transformers writes layer_types explicitly and drops full_attention_interval; this fixture tests the
+    # default-pattern rule, so rewrite config.json without layer_types and with the interval.
+    c = json.loads((d / "config.json").read_text())
+    del c["layer_types"]
+    c["full_attention_interval"] = 2
+    write_json(d / "config.json", dict(sorted(c.items())))
+    assert Qwen3_5TextConfig.from_pretrained(d).layer_types == cfg.layer_types
+    write_golden(d, name, tokens, logits)
+    tc = json.loads((d / "config.json").read_text())
+    tc["layer_types"] = cfg.layer_types
+    notes = write_qwen35_gguf(d / "model.gguf", model, tc, lambda n: "F32", name)
+    notes["layer_kind_note"] = "full_attention_interval = 2 matches the tensors (layers 1 and 3 are full attention)."
+    _finish_notes(notes, tc)
+    write_json(d / "gguf-notes.json", notes)
+    reload_check(d, Qwen3_5ForCausalLM, tokens, logits)
+
+
+# ================================================================================================ main
+
+BUILDERS = {
+    "qwen35-a": build_qwen35_a,
+    "qwen35-b": build_qwen35_b,
+    "qwen35-c": build_qwen35_c,
+}
+
+
+def main(argv: list[str]) -> int:
+    names = argv or list(BUILDERS)
+    for n in names:
+        print(f"building {n}")
+        BUILDERS[n]()
+    sys.path.insert(0, str(HERE))
+    import check_numpy
+
+    ok, _ = check_numpy.main([n for n in names if n.startswith("qwen35-")])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,7 @@
+//! The engine: its shim, its program, the lowering of a step graph into it, and its interpreter.
+
+pub mod numerics;
+pub mod program;
+
+pub use numerics::{Numerics, Storage};
+pub use program::{Block, BlockKind, Buf, Command, Program, StateRef};
