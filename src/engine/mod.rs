@@ -2,6 +2,7 @@
 
 pub mod numerics;
 pub mod program;
+pub mod shim;
 
 pub use numerics::{Numerics, Storage};
 pub use program::{Block, BlockKind, Buf, Command, Program, StateRef};

@@ -1,5 +1,8 @@
 //! The shared fusion table: the fused symbols, what each means, and the patterns that introduce them.
 
 pub mod meaning;
+pub mod rewrite;
+pub mod table;
 
 pub use meaning::{Slot, Step, meaning};
+pub use table::{Entry, Symbol, TABLE, Uses, merged_views_precondition};

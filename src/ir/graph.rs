@@ -141,6 +141,43 @@ impl Graph {
         self.states.iter().find(|s| s.read == t)
     }
 
+    /// Drops the tensors nothing refers to (left behind when ops are replaced), renumbering the
+    /// rest in their order.
+    pub fn compact(&mut self) {
+        let mut used = vec![false; self.tensors.len()];
+        let mut mark = |t: TensorId| {
+            if let Some(u) = used.get_mut(t.0) {
+                *u = true;
+            }
+        };
+        mark(self.token);
+        mark(self.logits);
+        self.consts.iter().for_each(|c| mark(c.tensor));
+        self.states.iter().for_each(|s| {
+            mark(s.read);
+            mark(s.write);
+        });
+        self.ops.iter().flat_map(|o| o.inputs.iter().chain(&o.outputs)).for_each(|&t| mark(t));
+        let mut new_id = vec![TensorId(usize::MAX); self.tensors.len()];
+        let mut kept = vec![];
+        for (i, d) in std::mem::take(&mut self.tensors).into_iter().enumerate() {
+            if used[i] {
+                new_id[i] = TensorId(kept.len());
+                kept.push(d);
+            }
+        }
+        self.tensors = kept;
+        let map = |t: &mut TensorId| *t = new_id.get(t.0).copied().unwrap_or(*t);
+        map(&mut self.token);
+        map(&mut self.logits);
+        self.consts.iter_mut().for_each(|c| map(&mut c.tensor));
+        self.states.iter_mut().for_each(|s| {
+            map(&mut s.read);
+            map(&mut s.write);
+        });
+        self.ops.iter_mut().flat_map(|o| o.inputs.iter_mut().chain(o.outputs.iter_mut())).for_each(map);
+    }
+
     /// The position state's start-of-step tensor, if the graph has one.
     pub fn position(&self) -> Option<TensorId> {
         self.states.iter().find(|s| s.kind == StateKind::Position).map(|s| s.read)
