@@ -107,9 +107,10 @@ def model_from_hf(d: Path):
         ly = dict(
             kind="linear" if hp["layer_types"][i] == "linear_attention" else "full",
             attn_norm=W[p + "input_layernorm.weight"], post_norm=W[p + "post_attention_layernorm.weight"],
-            ffn_gate=W[p + "mlp.gate_proj.weight"], ffn_up=W[p + "mlp.up_proj.weight"],
-            ffn_down=W[p + "mlp.down_proj.weight"],
         )
+        if p + "mlp.gate_proj.weight" in W:
+            ly.update(ffn_gate=W[p + "mlp.gate_proj.weight"], ffn_up=W[p + "mlp.up_proj.weight"],
+                      ffn_down=W[p + "mlp.down_proj.weight"])
         if ly["kind"] == "linear":
             a = p + "linear_attn."
             ly.update(
@@ -130,7 +131,7 @@ def model_from_hf(d: Path):
     unused = set(W) - {k for k in W if k.startswith("layers.")} - {"embed_tokens.weight", "norm.weight", "lm_head.weight"}
     assert not unused, unused
     return dict(hp=hp, norm_offset=1.0, vhead_map="grouped", layers=layers, emb=emb, out_norm=W["norm.weight"],
-                head=head, skipped=skipped)
+                head=head, skipped=skipped, W=W)
 
 
 def read_gguf(path: Path):
@@ -293,7 +294,10 @@ def decode(model, tokens, vhead_map=None):
                 y = ly["wo"] @ (o.reshape(-1) * sigmoid(gate))
             h = h + y
             x = rmsnorm(h, ly["post_norm"], eps, off)
-            h = h + ly["ffn_down"] @ (silu(ly["ffn_gate"] @ x) * (ly["ffn_up"] @ x))
+            if "mlp" in ly:  # e.g. the Qwen3.5-MoE block (check_refused.py)
+                h = h + ly["mlp"](x)
+            else:
+                h = h + ly["ffn_down"] @ (silu(ly["ffn_gate"] @ x) * (ly["ffn_up"] @ x))
         hn = rmsnorm(h, model["out_norm"], eps, off)
         out.append(model["head"] @ hn)
     return np.array(out)

@@ -557,12 +557,171 @@ def build_qwen35_c() -> None:
     reload_check(d, Qwen3_5ForCausalLM, tokens, logits)
 
 
+
+# ================================================================================================ refused families
+# Tiny random-weight models of families stepcheck must refuse (goldens for a later interpreter issue).
+
+REFUSED = FIXTURES / "refused"
+
+
+def refused_randomize_(model, seed: int, *, zero_centred_norms: bool, emb_std: float = 1.0,
+                       special=None) -> None:
+    """O(1)-scaled random values for every parameter (and the DeepSeek e_score_correction_bias buffer).
+    special(name, shape, g) may return a tensor to override the generic rule."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        items = list(model.named_parameters()) + [
+            (n, b) for n, b in model.named_buffers() if n.endswith("e_score_correction_bias")]
+        for name, p in items:
+            shape = p.shape
+            v = special(name, shape, g) if special else None
+            if v is not None:
+                pass
+            elif name.endswith("linear_attn.norm.weight"):
+                v = 0.5 + torch.rand(shape, generator=g)
+            elif "norm" in name and p.ndim == 1:
+                v = (torch.rand(shape, generator=g) - 0.5) if zero_centred_norms else 0.5 + torch.rand(shape, generator=g)
+            elif name.endswith("A_log"):
+                v = torch.log(0.05 + 0.95 * torch.rand(shape, generator=g))
+            elif name.endswith("dt_bias"):
+                v = 0.5 * torch.randn(shape, generator=g)
+            elif name.endswith("conv1d.weight"):
+                v = 0.5 * torch.randn(shape, generator=g)
+            elif name.endswith("embed_tokens.weight"):
+                v = emb_std * torch.randn(shape, generator=g)
+            elif name.endswith("e_score_correction_bias"):
+                v = 0.4 * torch.rand(shape, generator=g) - 0.2
+            elif p.ndim == 1:  # biases, sinks
+                v = 0.2 * torch.randn(shape, generator=g)
+            elif p.ndim == 2:  # [out, in]
+                v = torch.randn(shape, generator=g) / math.sqrt(shape[1])
+            elif p.ndim == 3:  # [E, out, in] (Qwen / DeepSeek experts)
+                v = torch.randn(shape, generator=g) / math.sqrt(shape[2])
+            else:
+                raise ValueError(f"unhandled {name} {tuple(shape)}")
+            p.copy_(v.to(p.dtype))
+
+
+def save_refused(name: str, model, tokens, logits, notes: str) -> Path:
+    d = fresh_dir(REFUSED / name)
+    model.save_pretrained(d)
+    if (d / "generation_config.json").exists():
+        (d / "generation_config.json").unlink()
+    write_golden(d, name, tokens, logits)
+    (d / "NOTES.md").write_text(notes)
+    return d
+
+
+def use_eager_experts(model):
+    try:
+        model.set_experts_implementation("eager")
+    except Exception:  # noqa: BLE001 - class without an experts interface
+        pass
+    return model
+
+
+def build_gemma3() -> None:
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    name = "gemma3_text"
+    torch.manual_seed(11)
+    cfg = Gemma3TextConfig(
+        vocab_size=103, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24, sliding_window=4,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}},
+        max_position_embeddings=512, tie_word_embeddings=True,
+    )
+    model = set_eager(Gemma3ForCausalLM(cfg))
+    refused_randomize_(model, 111, zero_centred_norms=True, emb_std=1 / math.sqrt(cfg.hidden_size))
+    tokens = make_tokens(cfg.vocab_size, N_TOKENS, seed=1111)
+    logits = hf_decode(model, tokens)
+    save_refused(name, model, tokens, logits, GEMMA3_NOTES)
+
+
+def build_gpt_oss() -> None:
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    name = "gpt_oss"
+    torch.manual_seed(12)
+    cfg = GptOssConfig(
+        vocab_size=113, hidden_size=32, intermediate_size=16, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=4,
+        tie_word_embeddings=False,
+    )
+
+    def special(n, shape, g):
+        if n.endswith("experts.gate_up_proj"):  # [E, H, 2I]: scaled so the swiglu clamp (limit 7) is hit
+            return 4.0 * torch.randn(shape, generator=g) / math.sqrt(shape[1])
+        if n.endswith("experts.down_proj"):  # [E, I, H]
+            return 0.25 * torch.randn(shape, generator=g) / math.sqrt(shape[1])
+        if n.endswith("experts.gate_up_proj_bias") or n.endswith("experts.down_proj_bias"):
+            return 0.2 * torch.randn(shape, generator=g)
+        if n.endswith("self_attn.sinks"):
+            return torch.randn(shape, generator=g)
+        return None
+
+    model = use_eager_experts(set_eager(GptOssForCausalLM(cfg)))
+    refused_randomize_(model, 121, zero_centred_norms=False, special=special)
+    tokens = make_tokens(cfg.vocab_size, N_TOKENS, seed=1212)
+    logits = hf_decode(model, tokens)
+    save_refused(name, model, tokens, logits, GPT_OSS_NOTES)
+
+
+def build_qwen3_5_moe() -> None:
+    from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+
+    name = "qwen3_5_moe_text"
+    torch.manual_seed(13)
+    cfg = Qwen3_5MoeTextConfig(
+        vocab_size=109, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+        linear_value_head_dim=8, linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=16, shared_expert_intermediate_size=24,
+        layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+        tie_word_embeddings=False,
+    )
+    model = use_eager_experts(set_eager(Qwen3_5MoeForCausalLM(cfg)))
+    refused_randomize_(model, 131, zero_centred_norms=True)
+    tokens = make_tokens(cfg.vocab_size, N_TOKENS, seed=1313)
+    logits = hf_decode(model, tokens)
+    save_refused(name, model, tokens, logits, QWEN35_MOE_NOTES)
+
+
+def build_deepseek_v3() -> None:
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    name = "deepseek_v3"
+    torch.manual_seed(14)
+    cfg = DeepseekV3Config(
+        vocab_size=127, hidden_size=32, intermediate_size=64, moe_intermediate_size=16, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=4, q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=8,
+        qk_nope_head_dim=12, v_head_dim=10, n_routed_experts=8, n_group=2, topk_group=1, num_experts_per_tok=2,
+        n_shared_experts=1, first_k_dense_replace=1, routed_scaling_factor=2.5, norm_topk_prob=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, rope_interleave=True,
+        max_position_embeddings=512, tie_word_embeddings=False,
+    )
+    model = use_eager_experts(set_eager(DeepseekV3ForCausalLM(cfg)))
+    refused_randomize_(model, 141, zero_centred_norms=False)
+    tokens = make_tokens(cfg.vocab_size, N_TOKENS, seed=1414)
+    logits = hf_decode(model, tokens)
+    save_refused(name, model, tokens, logits, DEEPSEEK_V3_NOTES)
+
+
+GEMMA3_NOTES = GPT_OSS_NOTES = QWEN35_MOE_NOTES = DEEPSEEK_V3_NOTES = "TODO\n"
+
 # ================================================================================================ main
 
 BUILDERS = {
     "qwen35-a": build_qwen35_a,
     "qwen35-b": build_qwen35_b,
     "qwen35-c": build_qwen35_c,
+    "gemma3_text": build_gemma3,
+    "gpt_oss": build_gpt_oss,
+    "qwen3_5_moe_text": build_qwen3_5_moe,
+    "deepseek_v3": build_deepseek_v3,
 }
 
 

@@ -89,3 +89,9 @@ impl fmt::Display for Numerics {
         write!(f, "{}/{}/{}", self.activations.name(), self.kv_cache.name(), self.recurrent_state.name())
     }
 }
+
+impl fmt::Display for Storage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
