@@ -404,7 +404,7 @@ def _finish_notes(notes: dict, tc: dict) -> None:
 
 def reload_check(d: Path, cls, tokens, logits) -> None:
     """Load the fixture back from disk with transformers and require bit-identical logits."""
-    m = set_eager(cls.from_pretrained(d, dtype=torch.float32))
+    m = use_eager_experts(set_eager(cls.from_pretrained(d, dtype=torch.float32)))
     # from_pretrained leaves tensors at the (unaligned) offsets of the mmapped file, which makes CPU BLAS pick a
     # different kernel (diffs ~1e-7 per matmul); copy them to fresh, aligned storage so the comparison is exact.
     with torch.no_grad():
@@ -609,6 +609,7 @@ def save_refused(name: str, model, tokens, logits, notes: str) -> Path:
         (d / "generation_config.json").unlink()
     write_golden(d, name, tokens, logits)
     (d / "NOTES.md").write_text(notes)
+    reload_check(d, type(model), tokens, logits)
     return d
 
 
@@ -710,7 +711,63 @@ def build_deepseek_v3() -> None:
     save_refused(name, model, tokens, logits, DEEPSEEK_V3_NOTES)
 
 
-GEMMA3_NOTES = GPT_OSS_NOTES = QWEN35_MOE_NOTES = DEEPSEEK_V3_NOTES = "TODO\n"
+GEMMA3_NOTES = """\
+# gemma3_text (Gemma3ForCausalLM) -- what transformers 5.24.0 computes
+
+Line refs: `models/gemma3/modeling_gemma3.py` unless named. Verified by `reference/check_refused.py` (numpy, max|diff| ~2e-6).
+
+1. Embedding: `h = E[t] * embed_scale`, `embed_scale = torch.tensor(hidden_size**0.5)` (fp32 buffer, :97/:468) cast to the weight dtype before the multiply (:100) -- in bf16 sqrt(H) is rounded (sqrt(3072) 55.43 -> 55.5). Tied head: no `lm_head.weight` in the file, logits = E @ hN. No logit softcap here (`final_logit_softcapping`/`attn_logit_softcapping` null, :617).
+2. Every RMSNorm is zero-centred, fp32: `y = x*rsqrt(mean(x^2)+eps)*(1+w)` (:132) -- input/post_attention/pre_feedforward/post_feedforward layernorms, q_norm, k_norm (per head over head_dim, :310), final norm.
+3. Block (:382-401) is a SANDWICH: `h += post_attention_layernorm(o_proj(attn(input_layernorm(h))))`; `h += post_feedforward_layernorm(down(gelu_tanh(gate(x)) * up(x)))` with `x = pre_feedforward_layernorm(h)`; activation is `hidden_activation` = gelu_pytorch_tanh `0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))` (:112).
+4. Attention: no biases; q/k RMSNorm'd per head BEFORE RoPE; RoPE = NeoX rotate_half over the full head_dim (:200); score scale `query_pre_attn_scalar**-0.5` (:290; 24 here, deliberately != head_dim 16); GQA query head h uses kv head h // (nH/nKV); softmax fp32.
+5. RoPE per layer type (`rope_parameters` is keyed by layer type): sliding_attention theta 1e4 default; full_attention theta 1e6 with rope_type linear factor 8, i.e. `inv_freq_i = theta^(-2i/hd) / 8` (`modeling_rope_utils.py:190`).
+6. Sliding window W (sliding layers only): the query at absolute position p sees keys j with `p - W < j <= p` -- exactly W positions including itself (`masking_utils.py:97` `kv_idx > q_idx - sliding_window` AND `:78` `kv_idx <= q_idx`); the cache keeps the last W-1 tokens (`cache_utils.py:244-247`). Full layers see 0..p. Here W=4 with 10 decoded tokens.
+7. Layer types: written explicitly `[sliding, sliding, full, sliding]`; when absent, sliding iff `(i+1) % sliding_window_pattern != 0` (default 6, `configuration_gemma3.py:105-109`). The saved config.json also carries a stray `"_sliding_window_pattern": 6`.
+8. Tensors (F32): `model.embed_tokens.weight [V,H]`; `model.layers.N.{input_layernorm,post_attention_layernorm,pre_feedforward_layernorm,post_feedforward_layernorm}.weight [H]`; `self_attn.q_proj [nH*hd,H]`, `k_proj/v_proj [nKV*hd,H]`, `o_proj [H,nH*hd]`, `q_norm/k_norm [hd]`; `mlp.gate_proj/up_proj [I,H]`, `mlp.down_proj [H,I]`; `model.norm.weight [H]`.
+"""
+
+GPT_OSS_NOTES = """\
+# gpt_oss (GptOssForCausalLM) -- what transformers 5.24.0 computes
+
+Line refs: `models/gpt_oss/modeling_gpt_oss.py` unless named. Verified by `reference/check_refused.py` (numpy, max|diff| ~2e-6).
+
+1. No embedding scale. RMSNorm is plain-w, fp32: `y = w * (x*rsqrt(mean(x^2)+eps))` (:61-62), eps 1e-5; norms kept fp32 (`_keep_in_fp32_modules`, :390). Pre-norm block (:351-369): `h += attn(input_layernorm(h))`; `h += moe(post_attention_layernorm(h))`. q/k/v/o_proj all have biases (`attention_bias=true`). Untied lm_head.
+2. RoPE: NeoX halves over the full head_dim (`torch.chunk(x, 2)`, :212: dim i pairs with i+hd/2), rope_type yarn (class default, `configuration_gpt_oss.py:91`): `modeling_rope_utils.py:430-483` -- `pos_freqs_i = theta^(2i/d)`, `extrap = 1/pos_freqs`, `interp = 1/(factor*pos_freqs)`; `low/high = d*ln(orig/(beta*2*pi)) / (2 ln theta)` for beta_fast/beta_slow, NOT floored/ceiled because `truncate=false` (:457/:475), clamped to [0, d-1]; `ramp_i = clip((i-low)/(high-low), 0, 1)`; `inv = interp*ramp + extrap*(1-ramp)`. BOTH cos and sin are multiplied by `attention_factor = 0.1*ln(factor)+1` (:440, :189), so q.k carries that factor squared. Here theta 150000, factor 32, orig 4096, beta 32/1.
+3. Attention: scale `head_dim**-0.5` (:269); GQA query head h -> kv head h // (nH/nKV). Sinks (:243-251): per-head learned logit `self_attn.sinks[h]` is appended as one extra column to the masked scores, softmax over [scores..., sink] (after max subtraction), the sink column is dropped and the rest is NOT renormalised: `o = sum_j p_j v_j` with `sum_j p_j < 1`.
+4. Sliding window (layer_types alternate, sliding iff `(i+1) % 2 != 0`, `configuration_gpt_oss.py:86`, so layers 0,2 here): query at p sees keys j with `p - W < j <= p` (`masking_utils.py:97` + `:78`), W=4 with 10 tokens; full layers see 0..p.
+5. Router (:127-129): `logits = router.weight @ x + router.bias` [E]; top-k on the LOGITS; weights = softmax over the k selected logits only (topk THEN softmax).
+6. Expert e (:83-87, :108-111): `gu = x @ gate_up_proj[e] + gate_up_proj_bias[e]` (gate_up_proj is [E, H, 2I], input-major: x @ W, no transpose); `gate = gu[0::2]`, `up = gu[1::2]` (INTERLEAVED columns); `gate = min(gate, 7)`, `up = clamp(up, -7, 7)` (swiglu_limit); `y = ((up + 1) * gate*sigmoid(1.702*gate)) @ down_proj[e] + down_proj_bias[e]` (down_proj [E, I, H]); `moe = sum_e w_e y_e`. The fixture's gate_up scale makes the +-7 clamp bite.
+7. Tensors (F32): `model.layers.N.self_attn.{q,k,v,o}_proj.{weight,bias}`, `self_attn.sinks [nH]`; `mlp.router.weight [E,H]`, `mlp.router.bias [E]`; `mlp.experts.gate_up_proj [E,H,2I]`, `mlp.experts.gate_up_proj_bias [E,2I]`, `mlp.experts.down_proj [E,I,H]`, `mlp.experts.down_proj_bias [E,H]` (expert tensors have NO `.weight` suffix); `model.{embed_tokens,norm}.weight`, `lm_head.weight`.
+"""
+
+QWEN35_MOE_NOTES = """\
+# qwen3_5_moe_text (Qwen3_5MoeForCausalLM) -- what transformers 5.24.0 computes
+
+Line refs: `models/qwen3_5_moe/modeling_qwen3_5_moe.py` unless named. Verified by `reference/check_refused.py` (numpy, max|diff| ~2e-6).
+
+1. Everything except the MLP is dense Qwen3.5 (shared/facts/qwen35-decode-step.md sec 1-5): zero-centred RMSNorm `(1+w)` (:949), Gated DeltaNet linear-attention layers, gated full attention, partial NeoX RoPE (factor 0.25 -> rd=4 of hd=16), no embedding scale. EVERY layer's MLP is `Qwen3_5MoeSparseMoeBlock` (:965); there is no dense MLP.
+2. Router (:902-911): `probs = softmax_fp32(mlp.gate.weight @ x)` over ALL experts; top-k on probs; renormalise the k picked: `w = p / sum(p)` -- unconditional (no norm_topk_prob flag).
+3. Expert e (:884): in memory `gate_up_proj [E, 2I, H]`, `gate, up = linear(x, gate_up_proj[e]).chunk(2)` -- first I rows are gate, next I rows up (concatenated, NOT interleaved); `y_e = down_proj[e] @ (silu(gate) * up)`.
+4. Shared expert (:918, :926-930): `s = shared_expert.down(silu(shared_expert.gate(x)) * shared_expert.up(x))` (intermediate `shared_expert_intermediate_size`); `mlp(x) = sum_e w_e y_e + sigmoid(shared_expert_gate.weight [1,H] . x) * s`.
+5. Tensor names AS SAVED by transformers 5.24 `save_pretrained` (the load-time fusion `conversion_mapping.py:1386-1399` is reversed; `:2382` gives qwen3_5_moe_text the qwen2_moe rule): `model.layers.N.mlp.experts.{e}.gate_proj.weight [I,H]`, `.up_proj.weight [I,H]`, `.down_proj.weight [H,I]`; `mlp.gate.weight [E,H]`; `mlp.shared_expert.{gate_proj,up_proj} [Is,H]`, `mlp.shared_expert.down_proj [H,Is]`; `mlp.shared_expert_gate.weight [1,H]`. Loading fuses `gate_up_proj[e] = cat(gate_proj, up_proj, dim=0)`.
+6. Attention / GDN tensors are named exactly as in dense Qwen3.5 (`linear_attn.in_proj_qkv`, `in_proj_z`, `in_proj_b`, `in_proj_a`, `conv1d`, `A_log`, `dt_bias`, `norm`, `out_proj`; `self_attn.q_proj [2*nH*hd,H]` with per-head [q|gate], `k_proj`, `v_proj`, `o_proj`, `q_norm`, `k_norm`).
+7. Fixture: E=4, top-2, moe_intermediate 16, shared 24, layer_types [linear, full, linear, full], Hk=2 Hv=4 dk=dv=8, nH=4 nKV=2 hd=16, untied, F32.
+"""
+
+DEEPSEEK_V3_NOTES = """\
+# deepseek_v3 (DeepseekV3ForCausalLM) -- what transformers 5.24.0 computes
+
+Line refs: `models/deepseek_v3/modeling_deepseek_v3.py` unless named. Verified by `reference/check_refused.py` (numpy, max|diff| ~2e-6).
+
+1. No embedding scale; RMSNorm plain-w (`w * normed`, :52); pre-norm blocks (:512-530). Layer i < `first_k_dense_replace` (1 here) has a dense SwiGLU `mlp.{gate,up,down}_proj` (intermediate_size); the others the MoE (:493).
+2. MLA queries (:438-443): `q = q_b_proj(RMSNorm(q_a_proj(x), q_a_layernorm))` -> [nH, nope+rope] (q_lora_rank set; `q_proj` if null); `q_nope = q[:, :nope]`, `q_rot = q[:, nope:]`.
+3. MLA keys/values (:445-447, :413-423): `ckv = kv_a_proj_with_mqa(x)` -> [kv_lora_rank | rope]; latent `c = RMSNorm(ckv[:r], kv_a_layernorm)`; `k_rot = ckv[r:]` is ONE head shared by all heads. The cache stores `c` (post-norm) and the roped `k_rot` (:460). For each cached j: `[k_nope | v] = (kv_b_proj @ c_j).reshape(nH, nope+v_head_dim)`, `k_jh = [k_nope_h | k_rot_j]`.
+4. RoPE only on q_rot / k_rot, `inv_freq_i = theta^(-2i/qk_rope_head_dim)` (config sets `head_dim = qk_rope_head_dim`, `configuration_deepseek_v3.py:123`). `rope_interleave=true` (:341-345): pairs (x_{2i}, x_{2i+1}) rotate by angle p*inv_i and the result is written DE-INTERLEAVED: `[x_{2i}cos - x_{2i+1}sin for all i] ++ [x_{2i+1}cos + x_{2i}sin for all i]` (same permutation for q and k, so q.k equals true interleaved RoPE). NOT NeoX rotate_half.
+5. Scores `q_h . k_jh * (nope+rope)^-0.5` (:405; multiplied by mscale^2 only for yarn with mscale_all_dim, :268-273 -- not used here), causal, softmax fp32; `o = o_proj(concat_h sum_j a_j v_jh)` with o_proj [H, nH*v_head_dim].
+6. Router (:133-158): `s = sigmoid(gate.weight @ x)` (fp32); choice scores `sc = s + e_score_correction_bias`; experts form n_group contiguous groups of E/n_group; group score = sum of its top-2 sc; keep the best topk_group groups (others -inf); top-k experts by sc; weights = the UNbiased s of those experts; if norm_topk_prob `w /= (sum w + 1e-20)`; then `w *= routed_scaling_factor` (2.5). Here E=8, n_group 2, topk_group 1, top-2.
+7. MoE output = `sum_e w_e * down_e(silu(gate_e x) * up_e x) + shared_experts(x)` (shared SwiGLU of width moe_intermediate_size*n_shared_experts, :212, :221).
+8. Tensors (F32): `self_attn.q_a_proj [q_lora,H]`, `q_a_layernorm [q_lora]`, `q_b_proj [nH*(nope+rope), q_lora]`, `kv_a_proj_with_mqa [kv_lora+rope, H]`, `kv_a_layernorm [kv_lora]`, `kv_b_proj [nH*(nope+v), kv_lora]`, `o_proj [H, nH*v]`; MoE: `mlp.gate.weight [E,H]`, `mlp.gate.e_score_correction_bias [E]` (a buffer, but saved), per-expert `mlp.experts.{e}.{gate_proj,up_proj}.weight [Im,H]`, `.down_proj.weight [H,Im]` (save_pretrained reverses the fusion, `conversion_mapping.py:56` -> qwen2_moe rule), `mlp.shared_experts.{gate,up,down}_proj.weight`. Saved config.json has `head_dim: 8` (= qk_rope_head_dim), `qk_head_dim: 20`, `num_nextn_predict_layers: 1` (alias of num_mtp_layers; no MTP weights here).
+"""
 
 # ================================================================================================ main
 
@@ -730,10 +787,20 @@ def main(argv: list[str]) -> int:
     for n in names:
         print(f"building {n}")
         BUILDERS[n]()
+    for f in FIXTURES.rglob("*"):  # safetensors writes 0600; make the tree uniform
+        f.chmod(0o755 if f.is_dir() else 0o644)
     sys.path.insert(0, str(HERE))
     import check_numpy
+    import check_refused
 
-    ok, _ = check_numpy.main([n for n in names if n.startswith("qwen35-")])
+    ok = True
+    qwen = [n for n in names if n.startswith("qwen35-")]
+    refused = [n for n in names if n in check_refused.CHECKS]
+    if qwen:
+        ok &= check_numpy.main(qwen)[0]
+    if refused:
+        ok &= check_refused.main(refused)[0]
+    print("ALL CHECKS PASSED" if ok else "SOME CHECKS FAILED")
     return 0 if ok else 1
 
 

@@ -358,7 +358,8 @@ impl Lowering<'_> {
     fn ffn(&mut self, l: usize, x: TensorId, h: TensorId) -> Result<TensorId, LowerError> {
         let at = site(BlockKind::Ffn, Some(l));
         refusals::experts(&self.m, x, h, at)?;
-        let f = self.find(&t::FFN, &[("x", x)], at, &[]).map_err(|e| refusals::not_swiglu(&self.m, e, at))?;
+        refusals::ffn_shape(&self.m, x, h, at)?;
+        let f = self.find(&t::FFN, &[("x", x)], at, &[])?;
         let product = &self.graph().ops[f.ops[t::FFN_PRODUCT]];
         if product.kind != OpKind::Fused(Fused::GluActMul { act: Act::Silu }) {
             return Err(LowerError::NotSwiGlu {

@@ -125,7 +125,7 @@ impl<'g> Matcher<'g> {
             let op = match (fits.as_slice(), of_kind.as_slice()) {
                 ([one], _) => *one,
                 ([], []) => {
-                    if let Some(e) = self.unfused(pat, anchor, &readers, site) {
+                    if let Some(e) = self.unfused(pat, anchor, site) {
                         return Err(e);
                     }
                     return Err(LowerError::WrongOp {
@@ -186,10 +186,11 @@ impl<'g> Matcher<'g> {
 
     /// Where a fused symbol is expected and the ops its pattern starts from are found instead: the
     /// symbol's name, and why the shim did not fuse them.
-    fn unfused(&self, pat: &Pat, anchor: TensorId, readers: &[usize], site: Site) -> Option<LowerError> {
+    fn unfused(&self, pat: &Pat, anchor: TensorId, site: Site) -> Option<LowerError> {
         let symbol = Symbol::ALL.into_iter().find(|s| s.name() == pat.kind)?;
-        let starts =
-            readers.iter().copied().filter(|&r| symbol.starts_with(&self.graph.ops[r].kind)).collect::<Vec<_>>();
+        let starts = (self.uses.readers(anchor).iter().copied())
+            .filter(|&r| !self.claimed[r] && symbol.starts_with(&self.graph.ops[r].kind))
+            .collect::<Vec<_>>();
         let first = *starts.first()?;
         let at = Site { op: Some(first), ..site };
         if !self.shim.takes(symbol) {
@@ -212,7 +213,6 @@ impl<'g> Matcher<'g> {
                     View::HeadHalf { half, .. } => half,
                     _ => usize::MAX,
                 });
-                let _ = anchor;
                 match merged_views_precondition(&bindings) {
                     Err(why) => why,
                     Ok(()) => {

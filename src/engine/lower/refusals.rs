@@ -122,17 +122,21 @@ pub fn experts(m: &Matcher, x: TensorId, h: TensorId, at: Site) -> Result<(), Lo
     }
 }
 
-/// An FFN that does not match the SwiGLU unit is not SwiGLU, unless it is a SwiGLU the shim left
-/// unfused.
-pub fn not_swiglu(m: &Matcher, e: LowerError, at: Site) -> LowerError {
-    match e {
-        LowerError::Unfused { .. } | LowerError::NotFusable { .. } | LowerError::WrongBinding { .. } => e,
-        LowerError::WrongOp { found, .. } | LowerError::AmbiguousOp { found, .. } => {
-            LowerError::NotSwiGlu { at, found: found.join("; ") }
-        }
-        other => {
-            let _ = m;
-            LowerError::NotSwiGlu { at: other.site().unwrap_or(at), found: other.to_string() }
-        }
+/// An FFN whose shape is not SwiGLU's: not two projections of its input, or an activation other
+/// than SiLU, a clamp, an offset or a scale on the way.
+pub fn ffn_shape(m: &Matcher, x: TensorId, h: TensorId, at: Site) -> Result<(), LowerError> {
+    let projections = m.uses.readers(x).iter().filter(|&&r| m.graph.ops[r].kind == OpKind::MatVec).count();
+    if projections != 2 {
+        let found = format!("{projections} projections of its input, not a gate and an up projection");
+        return Err(LowerError::NotSwiGlu { at, found });
+    }
+    let foreign = |k: &OpKind| match k {
+        OpKind::Act(a) | OpKind::Fused(crate::ir::Fused::GluActMul { act: a }) => *a != crate::ir::Act::Silu,
+        OpKind::Clamp { .. } | OpKind::Offset { .. } | OpKind::Scale { .. } => true,
+        _ => false,
+    };
+    match region(m, x, h).into_iter().find(|&r| foreign(&m.graph.ops[r].kind)) {
+        Some(r) => Err(LowerError::NotSwiGlu { at: at_op(at, r), found: format!("{:?}", m.graph.ops[r].kind) }),
+        None => Ok(()),
     }
 }
