@@ -231,7 +231,7 @@ def gguf_transform(name: str, t: torch.Tensor, tc: dict) -> torch.Tensor:
     return t
 
 
-def write_qwen35_gguf(path: Path, model, tc: dict, type_of, name: str) -> dict:
+def write_qwen35_gguf(path: Path, model, tc: dict, type_of, name: str, file_type: int) -> dict:
     """tc: text-config dict (as the converter sees it after merging text_config to the root).
     type_of(hf_name) -> 'F32' | 'F16' | 'BF16'. Returns the notes dict."""
     arch = "qwen35"
@@ -262,7 +262,7 @@ def write_qwen35_gguf(path: Path, model, tc: dict, type_of, name: str) -> dict:
     put(f"{arch}.attention.layer_norm_rms_epsilon", float(tc["rms_norm_eps"]), "float32")
     put(f"{arch}.attention.key_length", hd, "uint32")
     put(f"{arch}.attention.value_length", hd, "uint32")
-    put("general.file_type", int(gguf.LlamaFileType.MOSTLY_F16), "uint32")
+    put("general.file_type", int(file_type), "uint32")
     put(f"{arch}.ssm.conv_kernel", tc["linear_conv_kernel_dim"], "uint32")
     put(f"{arch}.ssm.state_size", tc["linear_key_head_dim"], "uint32")
     put(f"{arch}.ssm.group_count", tc["linear_num_key_heads"], "uint32")
@@ -364,12 +364,13 @@ def build_qwen35_a() -> None:
             (d / extra).unlink()
     write_golden(d, name, tokens, logits)
     tc = json.loads((d / "config.json").read_text())
-    notes = write_qwen35_gguf(d / "model.gguf", model, tc, gguf_type_a, name)
+    notes = write_qwen35_gguf(d / "model.gguf", model, tc, gguf_type_a, name,
+                              gguf.LlamaFileType.MOSTLY_F16)  # mixed F32/F16/BF16; display only
     notes["layer_kind_note"] = (
         "qwen35.full_attention_interval is written as the converter would (config.json has no "
         "full_attention_interval -> default 4), but the layer pattern [full, linear, linear, full] is NOT "
-        "expressible by an interval: llama.cpp itself (recurrent iff (i+1) % interval != 0) would mis-type "
-        "layers 0 and 3. Derive the layer kind from tensor presence: blk.N.attn_qkv.weight => linear_attention, "
+        "expressible by an interval: llama.cpp itself (recurrent iff (i+1) % interval != 0) would take layer 0 "
+        "for a linear-attention layer. Derive the layer kind from tensor presence: blk.N.attn_qkv.weight => linear_attention, "
         "blk.N.attn_q.weight => full_attention."
     )
     _finish_notes(notes, tc)
@@ -504,7 +505,7 @@ def build_qwen35_b() -> None:
 
     # ---- GGUF (cheap): every >=2-D tensor BF16 (as in the safetensors), 1-D and conv F32, no output.weight
     tc = dict(text_config)
-    notes = write_qwen35_gguf(d / "model.gguf", model, tc, lambda n: "BF16", name)
+    notes = write_qwen35_gguf(d / "model.gguf", model, tc, lambda n: "BF16", name, gguf.LlamaFileType.MOSTLY_BF16)
     notes["layer_kind_note"] = (
         "qwen35.full_attention_interval = 4 (converter default; text_config has no full_attention_interval) does "
         "NOT describe [linear, full, linear, linear, full]; derive the layer kind from tensor presence."
@@ -550,7 +551,7 @@ def build_qwen35_c() -> None:
     write_golden(d, name, tokens, logits)
     tc = json.loads((d / "config.json").read_text())
     tc["layer_types"] = cfg.layer_types
-    notes = write_qwen35_gguf(d / "model.gguf", model, tc, lambda n: "F32", name)
+    notes = write_qwen35_gguf(d / "model.gguf", model, tc, lambda n: "F32", name, gguf.LlamaFileType.ALL_F32)
     notes["layer_kind_note"] = "full_attention_interval = 2 matches the tensors (layers 1 and 3 are full attention)."
     _finish_notes(notes, tc)
     write_json(d / "gguf-notes.json", notes)
