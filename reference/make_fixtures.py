@@ -5,7 +5,10 @@ Everything is CPU, fp32, single-threaded and seeded, so a re-run rewrites byte-i
 Output: reference/fixtures/<name>/{config.json, weights, golden.json[, model.gguf, gguf-notes.json]}
 and reference/fixtures/refused/<name>/{config.json, model.safetensors, golden.json, NOTES.md}.
 
-Usage:  python reference/make_fixtures.py            (all fixtures, then the numpy self-check)
+Every fixture is re-loaded with `from_pretrained` and must reproduce its goldens bit for bit; at the end the
+independent numpy checks (check_numpy.py, check_refused.py) run on the files alone. Exit 0 iff all pass.
+
+Usage:  python reference/make_fixtures.py            (all fixtures, then the numpy self-checks)
         python reference/make_fixtures.py qwen35-a    (only the named fixtures)
 """
 from __future__ import annotations
@@ -26,7 +29,7 @@ import gguf  # noqa: E402
 import transformers  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
-from transformers import Qwen3_5Config, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration  # noqa: E402
+from transformers import Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration  # noqa: E402
 from transformers import Qwen3_5TextConfig  # noqa: E402
 
 transformers.logging.set_verbosity_error()
@@ -142,8 +145,7 @@ def qwen35_randomize_(model, seed: int, emb_std: float = 1.0) -> None:
 
 
 def qwen35_text_config(**kw) -> Qwen3_5TextConfig:
-    cfg = Qwen3_5TextConfig(**kw)
-    return cfg
+    return Qwen3_5TextConfig(**kw)
 
 
 # ------------------------------------------------------------------------------------------------ GGUF writer
