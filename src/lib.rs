@@ -2,6 +2,7 @@
 //! engine's program, and checks that the program computes what the step graph says.
 
 pub mod engine;
+pub mod formats;
 pub mod fuse;
 pub mod ir;
 pub mod model;

@@ -4,6 +4,7 @@ pub mod author;
 pub mod bind;
 pub mod checkpoint;
 pub mod layout;
+pub mod load_gguf;
 pub mod names;
 pub mod presets;
 pub mod random;

@@ -1,0 +1,3 @@
+//! Checkpoint file formats, read without trusting their bytes.
+
+pub mod gguf;
