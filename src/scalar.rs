@@ -60,7 +60,8 @@ mod tests {
     #[test]
     fn values_at_known_points() {
         // (function, x, value from the closed form or torch).
-        let cases: [(fn(f64) -> f64, f64, f64); 12] = [
+        type Case = (fn(f64) -> f64, f64, f64);
+        let cases: [Case; 12] = [
             (sigmoid, 0.0, 0.5),
             (sigmoid, 2.0, 0.880_797_077_977_882_3),
             (sigmoid, -800.0, 0.0),

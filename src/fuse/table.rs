@@ -118,10 +118,10 @@ impl Uses {
         let mut readers = vec![vec![]; graph.tensors.len()];
         for (i, op) in graph.ops.iter().enumerate() {
             for t in &op.inputs {
-                if let Some(r) = readers.get_mut(t.0) {
-                    if !r.contains(&i) {
-                        r.push(i);
-                    }
+                if let Some(r) = readers.get_mut(t.0)
+                    && !r.contains(&i)
+                {
+                    r.push(i);
                 }
             }
         }
@@ -202,7 +202,8 @@ fn binding<'g>(graph: &'g Graph, uses: &Uses, t: TensorId) -> Option<&'g Binding
 
 fn find_merged_qkv(graph: &Graph, uses: &Uses) -> Vec<Rewrite> {
     // Group the matvecs of constant matrices by (input, checkpoint tensor), in op order.
-    let mut groups: Vec<((TensorId, &str), Vec<(usize, &Binding)>)> = vec![];
+    type Group<'g> = ((TensorId, &'g str), Vec<(usize, &'g Binding)>);
+    let mut groups: Vec<Group> = vec![];
     for (i, op) in graph.ops.iter().enumerate() {
         let (OpKind::MatVec, [w, x]) = (&op.kind, op.inputs.as_slice()) else { continue };
         let Some(b) = binding(graph, uses, *w) else { continue };

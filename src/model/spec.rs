@@ -189,11 +189,11 @@ impl ModelSpec {
             (self.rms_eps > 0.0 && self.rms_eps.is_finite(), format!("rms_norm_eps {} must be > 0", self.rms_eps)),
             (
                 !has(Mixer::Attention)
-                    || (a.heads > 0 && a.kv_heads > 0 && a.head_dim > 0 && a.heads % a.kv_heads == 0),
+                    || (a.heads > 0 && a.kv_heads > 0 && a.head_dim > 0 && a.heads.is_multiple_of(a.kv_heads)),
                 format!("{} query heads cannot share {} KV heads", a.heads, a.kv_heads),
             ),
             (
-                !has(Mixer::Attention) || (a.rotary_dims <= a.head_dim && a.rotary_dims % 2 == 0),
+                !has(Mixer::Attention) || (a.rotary_dims <= a.head_dim && a.rotary_dims.is_multiple_of(2)),
                 format!("{} rotary dims on heads of {}", a.rotary_dims, a.head_dim),
             ),
             (
@@ -206,7 +206,7 @@ impl ModelSpec {
                         && d.value_heads > 0
                         && d.key_dim > 0
                         && d.value_dim > 0
-                        && d.value_heads % d.key_heads == 0),
+                        && d.value_heads.is_multiple_of(d.key_heads)),
                 format!("{} value heads cannot share {} key heads", d.value_heads, d.key_heads),
             ),
             (!has(Mixer::DeltaNet) || d.conv_kernel >= 1, "a conv kernel needs at least one tap".into()),

@@ -197,10 +197,10 @@ impl Lowering<'_> {
         if let OpKind::Scale { factor } = op(dn::Q_SCALE).kind {
             expect_attr(at_op(dn::Q_SCALE), "the query scale", "factor", 1.0 / (dk as f64).sqrt(), factor)?;
         }
-        if let OpKind::DeltaRule { head_map } = op(dn::DELTA).kind {
-            if head_map != HeadMap::Tiled {
-                return Err(wrong(at_op(dn::DELTA), "the delta rule", "head map", "tiled", head_map.name()));
-            }
+        if let OpKind::DeltaRule { head_map } = op(dn::DELTA).kind
+            && head_map != HeadMap::Tiled
+        {
+            return Err(wrong(at_op(dn::DELTA), "the delta rule", "head map", "tiled", head_map.name()));
         }
         glu_act(at_op(dn::GATE), "the gated norm's gate", op(dn::GATE), Act::Silu)?;
         let eps = norm_eps(op(dn::NORM));
