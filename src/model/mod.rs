@@ -4,6 +4,7 @@ pub mod author;
 pub mod bind;
 pub mod checkpoint;
 pub mod config;
+pub mod hf;
 pub mod layout;
 pub mod names;
 pub mod presets;
