@@ -285,7 +285,11 @@ fn layer_types(c: &Fields) -> Result<Vec<Mixer>, ConfigError> {
     };
     let field = c.name("layer_types");
     if types.len() != count {
-        return Err(bad_value(field, &format!("{count} entries (num_hidden_layers)"), format!("{} entries", types.len())));
+        return Err(bad_value(
+            field,
+            &format!("{count} entries (num_hidden_layers)"),
+            format!("{} entries", types.len()),
+        ));
     }
     types
         .iter()
@@ -334,32 +338,28 @@ fn rope(c: &Fields) -> Result<Rope, ConfigError> {
             return Err(ConfigError::UnsupportedRope { field, rope_type: rope_type.to_string() });
         }
     }
-    let theta = agreed(c, params.as_ref(), "rope_theta")?.unwrap_or(10_000.0);
-    let partial_rotary_factor = agreed(c, params.as_ref(), "partial_rotary_factor")?.unwrap_or(0.25);
+    let theta = agreed(c, params.as_ref(), "rope_theta")?.map_or(10_000.0, |(_, t)| t);
+    let (field, partial_rotary_factor) =
+        agreed(c, params.as_ref(), "partial_rotary_factor")?.unwrap_or((String::new(), 0.25));
     if !(0.0..=1.0).contains(&partial_rotary_factor) {
-        return Err(bad_value(
-            c.name("partial_rotary_factor"),
-            "a fraction in [0, 1]",
-            partial_rotary_factor.to_string(),
-        ));
+        return Err(bad_value(field, "a fraction in [0, 1]", partial_rotary_factor.to_string()));
     }
     Ok(Rope { theta, partial_rotary_factor })
 }
 
-/// Number `key` from the RoPE object or the top level; when both hold it they must agree.
-fn agreed(c: &Fields, params: Option<&Fields>, key: &str) -> Result<Option<f64>, ConfigError> {
+/// Number `key` and the field it came from: the RoPE object's, else the top level's; when both
+/// hold it they must agree.
+fn agreed(c: &Fields, params: Option<&Fields>, key: &str) -> Result<Option<(String, f64)>, ConfigError> {
     let inner = match params {
-        Some(p) => p.number(key)?,
+        Some(p) => p.number(key)?.map(|v| (p.name(key), v)),
         None => None,
     };
-    let top = c.number(key)?;
+    let top = c.number(key)?.map(|v| (c.name(key), v));
     match (inner, top) {
-        (Some(a), Some(b)) if a != b => Err(bad_value(
-            params.map(|p| p.name(key)).unwrap_or_default(),
-            &format!("the value of `{}` ({b})", c.name(key)),
-            a.to_string(),
-        )),
-        (a, b) => Ok(a.or(b)),
+        (Some((field, a)), Some((top_field, b))) if a != b => {
+            Err(bad_value(field, &format!("the value of `{top_field}` ({b})"), a.to_string()))
+        }
+        (inner, top) => Ok(inner.or(top)),
     }
 }
 
