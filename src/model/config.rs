@@ -239,7 +239,8 @@ fn read_qwen35(src: &Source, name: &str) -> Result<ModelSpec, ConfigError> {
     let rope = rope(c)?;
     let act = c.str("hidden_act")?.unwrap_or("silu");
     if act != "silu" {
-        return Err(bad_value(c.name("hidden_act"), "\"silu\" (a SwiGLU FFN)", format!("{act:?}")));
+        let found = describe(&Value::String(act.into()));
+        return Err(bad_value(c.name("hidden_act"), "\"silu\" (a SwiGLU FFN)", found));
     }
     if c.bool("attention_bias")?.unwrap_or(false) {
         return Err(bad_value(c.name("attention_bias"), "false (no q/k/v/o biases)", "true".into()));
