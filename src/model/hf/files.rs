@@ -77,10 +77,7 @@ fn read_index(path: &Path, bytes: &[u8]) -> Result<BTreeMap<String, Vec<String>>
 }
 
 /// Maps the safetensors file at `path`, checks its header, and hands it to `read`.
-fn with_file<T>(
-    path: &Path,
-    read: impl FnOnce(&Path, &SafeTensors) -> Result<T, LoadError>,
-) -> Result<T, LoadError> {
+fn with_file<T>(path: &Path, read: impl FnOnce(&Path, &SafeTensors) -> Result<T, LoadError>) -> Result<T, LoadError> {
     let io = |source| LoadError::Io { path: path.to_path_buf(), source };
     let file = File::open(path).map_err(io)?;
     // SAFETY: the map is read-only and dropped before this function returns. Like every

@@ -62,7 +62,7 @@ impl Rule {
 ///
 /// Precondition: `key_heads` divides `value_heads`, and `value_heads` divides `blocks.len()`.
 pub fn tile_value_heads<T: Copy>(blocks: &[T], key_heads: usize, value_heads: usize) -> Vec<T> {
-    debug_assert!(key_heads > 0 && value_heads % key_heads == 0 && blocks.len() % value_heads == 0);
+    debug_assert!(key_heads > 0 && value_heads.is_multiple_of(key_heads) && blocks.len().is_multiple_of(value_heads));
     let r = value_heads / key_heads;
     let size = blocks.len() / value_heads;
     (0..value_heads)
