@@ -346,6 +346,15 @@ fn prefixes_and_sharding_load_the_same_checkpoint() {
 }
 
 #[test]
+fn a_single_file_is_read_before_an_index_as_transformers_does() {
+    let spec = presets::tiny();
+    let tensors = hf_model(&spec, "model.");
+    let dir = write_single(&tensors, Dtype::F32);
+    write_index(&dir, json!({"weight_map": {"model.norm.weight": "../elsewhere.safetensors"}}));
+    assert_eq!(load(&dir, &spec), load(&write_single(&tensors, Dtype::F32), &spec));
+}
+
+#[test]
 fn tensors_outside_the_text_model_are_skipped_unread() {
     let spec = presets::tiny();
     let model = hf_model(&spec, "model.language_model.");

@@ -18,26 +18,25 @@ pub const SINGLE: &str = "model.safetensors";
 pub const INDEX: &str = "model.safetensors.index.json";
 
 /// Calls `visit(file, name, view)` for every tensor of the folder's weights, in name order within
-/// each file and file-name order across shards. A sharded folder visits exactly the tensors its
-/// index lists, each in the shard the index names.
+/// each file and file-name order across shards. As in transformers, `model.safetensors` is read when
+/// present, else the index; a sharded folder visits exactly the tensors its index lists, each in the
+/// shard the index names.
 pub fn for_each_tensor(
     dir: &Path,
     mut visit: impl FnMut(&Path, &str, &TensorView) -> Result<(), LoadError>,
 ) -> Result<(), LoadError> {
+    let single = dir.join(SINGLE);
+    if single.is_file() {
+        return with_file(&single, |path, st| {
+            let mut names = st.names();
+            names.sort_unstable();
+            names.into_iter().try_for_each(|name| visit(path, name, &tensor(path, st, name)?))
+        });
+    }
     let index_path = dir.join(INDEX);
     let shards = match fs::read(&index_path) {
         Ok(bytes) => read_index(&index_path, &bytes)?,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            let single = dir.join(SINGLE);
-            if !single.exists() {
-                return Err(LoadError::NoWeights { dir: dir.to_path_buf() });
-            }
-            return with_file(&single, |path, st| {
-                let mut names = st.names();
-                names.sort_unstable();
-                names.into_iter().try_for_each(|name| visit(path, name, &tensor(path, st, name)?))
-            });
-        }
+        Err(e) if e.kind() == ErrorKind::NotFound => return Err(LoadError::NoWeights { dir: dir.to_path_buf() }),
         Err(source) => return Err(LoadError::Io { path: index_path, source }),
     };
     for (file, names) in shards {
