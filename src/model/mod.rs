@@ -3,6 +3,8 @@
 pub mod author;
 pub mod bind;
 pub mod checkpoint;
+pub mod config;
+pub mod hf;
 pub mod layout;
 pub mod load_gguf;
 pub mod names;

@@ -1,0 +1,131 @@
+//! The weight files of a Hugging Face folder: one `model.safetensors`, or the shards a
+//! `model.safetensors.index.json` lists. Every file is checked before a tensor of it is read.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::ErrorKind;
+use std::path::Path;
+
+use safetensors::tensor::TensorView;
+use safetensors::{Dtype, SafeTensors};
+use serde_json::Value;
+
+use super::LoadError;
+
+/// The single-file checkpoint's name.
+pub const SINGLE: &str = "model.safetensors";
+/// The sharded checkpoint's index.
+pub const INDEX: &str = "model.safetensors.index.json";
+
+/// Calls `visit(file, name, view)` for every tensor of the folder's weights, in name order within
+/// each file and file-name order across shards. As in transformers, `model.safetensors` is read when
+/// present, else the index; a sharded folder visits exactly the tensors its index lists, each in the
+/// shard the index names.
+pub fn for_each_tensor(
+    dir: &Path,
+    mut visit: impl FnMut(&Path, &str, &TensorView) -> Result<(), LoadError>,
+) -> Result<(), LoadError> {
+    let single = dir.join(SINGLE);
+    if single.is_file() {
+        return with_file(&single, |path, st| {
+            let mut names = st.names();
+            names.sort_unstable();
+            names.into_iter().try_for_each(|name| visit(path, name, &tensor(path, st, name)?))
+        });
+    }
+    let index_path = dir.join(INDEX);
+    let shards = match fs::read(&index_path) {
+        Ok(bytes) => read_index(&index_path, &bytes)?,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Err(LoadError::NoWeights { dir: dir.to_path_buf() }),
+        Err(source) => return Err(LoadError::Io { path: index_path, source }),
+    };
+    for (file, names) in shards {
+        with_file(&dir.join(&file), |path, st| {
+            names.iter().try_for_each(|name| {
+                let view = st.tensor(name).map_err(|_| LoadError::BadIndex {
+                    path: index_path.clone(),
+                    why: format!("it maps {name} to {file}, which does not hold it"),
+                })?;
+                visit(path, name, &view)
+            })
+        })?;
+    }
+    Ok(())
+}
+
+/// The index's `weight_map` grouped by shard: file name → tensor names, both sorted. A shard's name
+/// must be a plain file name in the folder: no path separator, no `..`.
+fn read_index(path: &Path, bytes: &[u8]) -> Result<BTreeMap<String, Vec<String>>, LoadError> {
+    let bad = |why: String| LoadError::BadIndex { path: path.to_path_buf(), why };
+    let index: Value = serde_json::from_slice(bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let Some(map) = index.get("weight_map").and_then(Value::as_object) else {
+        return Err(bad("no `weight_map` object".into()));
+    };
+    let mut shards: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, file) in map {
+        let Some(file) = file.as_str() else {
+            return Err(bad(format!("the file of {name} is not a string")));
+        };
+        if file.is_empty() || file.contains(['/', '\\']) || file.contains("..") {
+            return Err(bad(format!("shard name {file:?} (of {name}) is not a plain file name")));
+        }
+        shards.entry(file.to_string()).or_default().push(name.clone());
+    }
+    shards.values_mut().for_each(|names| names.sort_unstable());
+    Ok(shards)
+}
+
+/// Maps the safetensors file at `path`, checks its header, and hands it to `read`.
+fn with_file<T>(path: &Path, read: impl FnOnce(&Path, &SafeTensors) -> Result<T, LoadError>) -> Result<T, LoadError> {
+    let io = |source| LoadError::Io { path: path.to_path_buf(), source };
+    let file = File::open(path).map_err(io)?;
+    // SAFETY: the map is read-only and dropped before this function returns. Like every
+    // memory-mapped reader (transformers' included), the loader assumes no other process truncates
+    // or rewrites the checkpoint while it is being read.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    let bad = |why: String| LoadError::BadHeader { path: path.to_path_buf(), why };
+    check_data_ends(&map).map_err(bad)?;
+    let st = SafeTensors::deserialize(&map).map_err(|e| bad(e.to_string()))?;
+    read(path, &st)
+}
+
+/// Refuses a header whose tensors end past the file's data. `SafeTensors::deserialize` checks that
+/// the offsets tile the data exactly, but adds their end to the header's length unchecked, which
+/// overflows (a panic in debug builds) when a header's offsets add up past `usize`. Anything else
+/// wrong with the header is left for it to name.
+fn check_data_ends(bytes: &[u8]) -> Result<(), String> {
+    let Some((len, rest)) = bytes.split_first_chunk::<8>() else { return Ok(()) };
+    let Some(header) = usize::try_from(u64::from_le_bytes(*len)).ok().and_then(|n| rest.get(..n)) else {
+        return Ok(());
+    };
+    let data = rest.len() - header.len();
+    let Ok(Value::Object(entries)) = serde_json::from_slice::<Value>(header) else { return Ok(()) };
+    for (name, entry) in &entries {
+        let end = entry.get("data_offsets").and_then(|o| o.get(1)).and_then(Value::as_u64);
+        if let Some(end) = end.filter(|&e| e > data as u64) {
+            return Err(format!("tensor {name} ends at byte {end}, past the {data} bytes of data"));
+        }
+    }
+    Ok(())
+}
+
+fn tensor<'a>(path: &Path, st: &SafeTensors<'a>, name: &str) -> Result<TensorView<'a>, LoadError> {
+    st.tensor(name).map_err(|e| LoadError::BadHeader { path: path.to_path_buf(), why: e.to_string() })
+}
+
+/// The values of a tensor widened to f32: F32, F16 and BF16 are read, little-endian.
+pub fn widen(path: &Path, name: &str, view: &TensorView) -> Result<Vec<f32>, LoadError> {
+    let bytes = view.data();
+    Ok(match view.dtype() {
+        Dtype::F32 => bytes.as_chunks::<4>().0.iter().map(|b| f32::from_le_bytes(*b)).collect(),
+        Dtype::F16 => bytes.as_chunks::<2>().0.iter().map(|b| half::f16::from_le_bytes(*b).to_f32()).collect(),
+        Dtype::BF16 => bytes.as_chunks::<2>().0.iter().map(|b| half::bf16::from_le_bytes(*b).to_f32()).collect(),
+        other => {
+            return Err(LoadError::UnsupportedDtype {
+                path: path.to_path_buf(),
+                tensor: name.to_string(),
+                dtype: format!("{other:?}"),
+            });
+        }
+    })
+}

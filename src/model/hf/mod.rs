@@ -1,0 +1,104 @@
+//! Loading a Hugging Face Qwen3.5 folder (`config.json` and safetensors weights) into the canonical
+//! checkpoint.
+//!
+//! The weights are read through the transforms llama.cpp's converter applies (facts §8), so the
+//! checkpoint holds what a qwen35 GGUF of the same model holds: GGUF names; zero-centred norm
+//! weights stored as `1 + w` (all but `linear_attn.norm`); `ssm_a = −exp(A_log)`; `dt_bias` as
+//! `ssm_dt.bias`; the conv weight squeezed to `[C, K]`; value heads in tiled order wherever they
+//! index rows or columns; `attn_q` unchanged. Only the text model is read: `mtp.*` and the vision
+//! tower are skipped. The result holds exactly the tensors `layout(spec)` names, with their shapes;
+//! anything else is an error naming the tensor.
+
+mod files;
+pub mod names;
+pub mod transform;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::checkpoint::{Checkpoint, Tensor};
+use super::config::{ConfigError, spec_from_config_json};
+use super::layout::layout;
+use super::spec::{ModelSpec, SpecError};
+use names::Role;
+pub use transform::tile_value_heads;
+
+/// Why a Hugging Face folder does not load. Each variant names the file, and the tensor or key.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{dir}: neither model.safetensors nor model.safetensors.index.json")]
+    NoWeights { dir: PathBuf },
+    #[error("{path}: bad safetensors header: {why}")]
+    BadHeader { path: PathBuf, why: String },
+    #[error("{path}: tensor {tensor} has dtype {dtype}; only F32, F16 and BF16 are read")]
+    UnsupportedDtype { path: PathBuf, tensor: String, dtype: String },
+    #[error("{path}: bad index: {why}")]
+    BadIndex { path: PathBuf, why: String },
+    #[error("missing tensor {tensor} (HF {hf})")]
+    MissingTensor { tensor: String, hf: String },
+    #[error("{path}: tensor {hf} (for {tensor}): expected shape {expected:?}, found {found:?}")]
+    ShapeMismatch { path: PathBuf, hf: String, tensor: String, expected: Vec<usize>, found: Vec<usize> },
+    #[error("{path}: tensor {hf} is not part of the spec's checkpoint: {why}")]
+    UnexpectedTensor { path: PathBuf, hf: String, why: String },
+    #[error("{path}: tensor {hf} gives {tensor}, which {first} already gave")]
+    DuplicateTensor { path: PathBuf, hf: String, tensor: String, first: String },
+    #[error("{path}: {source}")]
+    Config { path: PathBuf, source: ConfigError },
+    #[error("the spec describes no valid decode step: {0}")]
+    Spec(#[from] SpecError),
+}
+
+/// The spec `dir/config.json` describes (named after the folder) and the checkpoint of `dir`'s
+/// weights.
+pub fn load_hf_folder(dir: &Path) -> Result<(ModelSpec, Checkpoint), LoadError> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Io { path: path.clone(), source })?;
+    let name = dir.file_name().map_or_else(|| "hf".into(), |n| n.to_string_lossy().into_owned());
+    let spec = spec_from_config_json(&text, &name).map_err(|source| LoadError::Config { path, source })?;
+    let checkpoint = checkpoint_from_hf_folder(dir, &spec)?;
+    Ok((spec, checkpoint))
+}
+
+/// The canonical checkpoint of `dir`'s weights for `spec`: exactly the tensors of `layout(spec)`,
+/// each with its shape, read through the converter's transforms.
+pub fn checkpoint_from_hf_folder(dir: &Path, spec: &ModelSpec) -> Result<Checkpoint, LoadError> {
+    spec.validate()?;
+    let expected: BTreeMap<String, Vec<usize>> = layout(spec).into_iter().map(|t| (t.name, t.shape)).collect();
+    let mut checkpoint = Checkpoint::default();
+    let mut sources: BTreeMap<String, String> = BTreeMap::new();
+    files::for_each_tensor(dir, |path, hf, view| {
+        let unexpected = |why: String| LoadError::UnexpectedTensor { path: path.to_path_buf(), hf: hf.into(), why };
+        let (tensor, rule) = match names::classify(hf) {
+            Role::Skipped => return Ok(()),
+            Role::Unknown => return Err(unexpected("no Qwen3.5 dense text model has it".into())),
+            Role::Text { gguf, rule } => (gguf, rule),
+        };
+        let Some(shape) = expected.get(&tensor) else {
+            return Err(unexpected(format!("{tensor} is not a tensor of spec {}", spec.name)));
+        };
+        if let Some(first) = sources.insert(tensor.clone(), hf.to_string()) {
+            return Err(LoadError::DuplicateTensor { path: path.to_path_buf(), hf: hf.into(), tensor, first });
+        }
+        let source_shape = rule.source_shape(shape);
+        if view.shape() != source_shape {
+            return Err(LoadError::ShapeMismatch {
+                path: path.to_path_buf(),
+                hf: hf.into(),
+                tensor,
+                expected: source_shape,
+                found: view.shape().to_vec(),
+            });
+        }
+        let data = rule.apply(files::widen(path, hf, view)?, shape, &spec.delta_net);
+        checkpoint.insert(tensor, Tensor { shape: shape.clone(), data });
+        Ok(())
+    })?;
+    match expected.keys().find(|name| checkpoint.get(name).is_none()) {
+        Some(tensor) => {
+            Err(LoadError::MissingTensor { tensor: tensor.clone(), hf: names::hf_name(tensor).unwrap_or_default() })
+        }
+        None => Ok(checkpoint),
+    }
+}
