@@ -7,3 +7,4 @@ pub mod fuse;
 pub mod ir;
 pub mod model;
 pub mod scalar;
+pub mod source;

@@ -9,7 +9,7 @@
 use half::{bf16, f16};
 use proptest::prelude::*;
 use stepcheck::formats::gguf::{Array, GgmlType, Gguf, GgufError, GgufFile, GgufInfo, MAX_ARRAY_DEPTH, Value};
-use stepcheck::model::load_gguf::{LoadError, checkpoint_from_bytes, checkpoint_from_gguf, load_gguf, spec_from_gguf};
+use stepcheck::model::gguf::{LoadError, checkpoint_from_bytes, checkpoint_from_gguf, load_gguf, spec_from_gguf};
 use stepcheck::model::{Checkpoint, ModelSpec, presets, random::random_checkpoint, spec::Mixer};
 
 /// A GGUF writer for tests: header, metadata, tensor infos and aligned data, all in memory. It writes

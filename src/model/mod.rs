@@ -6,7 +6,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod hf;
 pub mod layout;
-pub mod load_gguf;
+pub mod gguf;
 pub mod names;
 pub mod presets;
 pub mod random;
