@@ -1,6 +1,7 @@
 //! The one IR: step graphs, authored and fused alike.
 
 mod graph;
+pub mod interp;
 mod op;
 mod ty;
 mod validate;
