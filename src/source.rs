@@ -57,7 +57,9 @@ impl ModelSource {
     /// The spec alone, without reading weights where the source allows it.
     pub fn spec(&self) -> Result<ModelSpec, SourceError> {
         match self {
-            ModelSource::Preset { name, .. } => presets::preset(name).ok_or_else(|| SourceError::NoSuchPreset { name: name.clone() }),
+            ModelSource::Preset { name, .. } => {
+                presets::preset(name).ok_or_else(|| SourceError::NoSuchPreset { name: name.clone() })
+            }
             _ => Ok(self.load()?.0),
         }
     }
