@@ -2,6 +2,7 @@
 
 mod graph;
 mod op;
+mod text;
 mod ty;
 mod validate;
 
