@@ -2,11 +2,13 @@
 
 mod graph;
 mod op;
+mod parse;
 mod text;
 mod ty;
 mod validate;
 
 pub use graph::{Const, Def, Graph, GraphBuilder, State, StateKind, TensorDecl};
 pub use op::{Act, Fused, HeadMap, Op, OpKind, RopeStyle, ShapeError, TensorId};
+pub use parse::{ParseError, parse_graph};
 pub use ty::Ty;
 pub use validate::GraphError;

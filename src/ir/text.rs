@@ -1,5 +1,5 @@
 //! The text form of a step graph: a listing of one line per declaration or op, which
-//! `parse_graph` reads back.
+//! [`parse_graph`](super::parse_graph) reads back.
 //!
 //! ```text
 //! graph "tiny"
@@ -193,7 +193,7 @@ impl fmt::Display for OpKind {
 }
 
 /// Whether `c` may appear in a name printed bare.
-fn is_bare(c: char) -> bool {
+pub(super) fn is_bare(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
 }
 
@@ -208,7 +208,7 @@ impl fmt::Display for Bare<'_> {
 
 /// A string in double quotes: `"` and `\` escaped, `\n`, `\r`, `\t` and other control characters as
 /// escapes (`\u{7f}`), everything else as itself.
-struct Quoted<'a>(&'a str);
+pub(super) struct Quoted<'a>(pub &'a str);
 
 impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -226,4 +226,9 @@ impl fmt::Display for Quoted<'_> {
         }
         f.write_str("\"")
     }
+}
+
+/// A name as the listing writes it (bare or quoted), for messages about it.
+pub(super) fn listed_name(name: &str) -> String {
+    Bare(name).to_string()
 }
