@@ -84,11 +84,13 @@ enum Line {
 }
 
 impl Graph {
-    /// The lines between the token and the logits, in listing order: states, constants and
-    /// unwritten tensors in the order of the tensor table, merged with the ops in their order. A
-    /// line's place is the id of the first tensor it declares; an op that declares none follows the
-    /// op before it. Parsing assigns ids in listing order, so a graph whose table is in this order
-    /// (every graph `GraphBuilder` makes) reads back equal.
+    /// The lines between the token and the logits, in listing order: the states, the constants,
+    /// the unwritten tensors and the ops, each in their own order, merged by the place in the tensor
+    /// table of the first tensor each line declares. Where a later line of the same sequence has an
+    /// earlier place (a fused op whose outputs were appended to the table), the earlier line takes
+    /// that place too, so that one misplaced line does not drag the lines after it; an op that
+    /// declares nothing follows the op before it. Parsing assigns ids in listing order, so a graph
+    /// whose table is in listing order (every graph `GraphBuilder` makes) reads back equal.
     fn lines(&self) -> Vec<Line> {
         let mut written = vec![false; self.tensors.len()];
         let mut mark = |t: TensorId| {
@@ -102,12 +104,21 @@ impl Graph {
         self.ops.iter().flat_map(|op| &op.outputs).for_each(|&t| mark(t));
         let unwritten: Vec<TensorId> = (0..written.len()).filter(|&i| !written[i]).map(TensorId).collect();
 
-        let queues: [Vec<(Option<usize>, Line)>; 4] = [
+        let mut queues: [Vec<(Option<usize>, Line)>; 4] = [
             self.states.iter().enumerate().map(|(i, s)| (Some(s.read.0), Line::State(i))).collect(),
             self.consts.iter().enumerate().map(|(i, c)| (Some(c.tensor.0), Line::Const(i))).collect(),
             unwritten.into_iter().map(|t| (Some(t.0), Line::Unwritten(t))).collect(),
             self.ops.iter().enumerate().map(|(i, op)| (op.outputs.first().map(|t| t.0), Line::Op(i))).collect(),
         ];
+        for queue in &mut queues {
+            let mut first = usize::MAX;
+            for (key, _) in queue.iter_mut().rev() {
+                if let Some(k) = key {
+                    first = first.min(*k);
+                    *k = first;
+                }
+            }
+        }
         let mut next = [0usize; 4];
         let mut out = Vec::with_capacity(queues.iter().map(Vec::len).sum());
         loop {
