@@ -79,9 +79,10 @@ impl ParseError {
 /// Tensor ids follow the listing: the token is tensor 0, and every other tensor takes the next id in
 /// the order its line declares it, as `GraphBuilder` numbers them; so printing a parsed graph gives
 /// the listing back, and a builder's graph reads back equal to itself. Blank lines and lines whose
-/// first character (after spaces) is `#` are skipped, and a `#` after a complete line starts a
-/// comment.
+/// first character (after spaces) is `#` are skipped, a `#` after a complete line starts a comment,
+/// and a leading byte-order mark is ignored.
 pub fn parse_graph(text: &str) -> Result<Graph, ParseError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut p = Parser::default();
     let mut lines = 0;
     for (i, line) in text.lines().enumerate() {
