@@ -16,8 +16,11 @@
 //! The header names the graph; the token comes next, the logits last. In between, the lines follow
 //! the graph's tensor table: each state, constant and op appears where the first tensor it declares
 //! sits in the table, and ops keep their order. A state line names the tensor that holds the state at
-//! the end of the step (`-> %pos.next`), which the op writing it declares. A tensor nothing writes is
-//! declared by an `unwritten` line, so that invalid graphs have a listing too.
+//! the end of the step (`-> %pos.next`), which the op writing it declares. An op line declares its
+//! outputs with their types, then names the op with its attributes and its inputs
+//! (`%a: [4], %b: [4] = gdn_gating %x, %y, %z, %w`). A tensor nothing writes is declared by an
+//! `unwritten` line and an op that writes nothing prints `()` for its outputs, so that invalid graphs
+//! have a listing too.
 //!
 //! Tensor and checkpoint names of letters, digits, `.`, `_` and `-` print bare; any other name prints
 //! as a quoted string with escapes, so every name round-trips. Floats print in Rust's shortest form
