@@ -3,10 +3,13 @@
 mod graph;
 pub mod interp;
 mod op;
+mod parse;
+mod text;
 mod ty;
 mod validate;
 
 pub use graph::{Const, Def, Graph, GraphBuilder, State, StateKind, TensorDecl};
 pub use op::{Act, Fused, HeadMap, Op, OpKind, RopeStyle, ShapeError, TensorId};
+pub use parse::{ParseError, parse_graph};
 pub use ty::Ty;
 pub use validate::GraphError;
