@@ -1,5 +1,6 @@
 //! The engine: its shim, its program, the lowering of a step graph into it, and its interpreter.
 
+mod listing;
 pub mod numerics;
 pub mod program;
 
