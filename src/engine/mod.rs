@@ -3,6 +3,8 @@
 mod listing;
 pub mod numerics;
 pub mod program;
+pub mod run;
 
 pub use numerics::{Numerics, Storage};
 pub use program::{Block, BlockKind, Buf, Command, Program, StateRef};
+pub use run::{EngineRunner, EngineState, RunError};
