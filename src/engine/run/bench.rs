@@ -17,3 +17,40 @@ pub fn median_secs<T>(runs: usize, mut f: impl FnMut() -> T) -> f64 {
     times.sort_by(f64::total_cmp);
     times[times.len() / 2]
 }
+
+/// The medians of one matvec shape: the matvec, and streaming the same values once.
+#[derive(Clone, Copy, Debug)]
+pub struct MatVecTiming {
+    pub rows: usize,
+    pub cols: usize,
+    pub threads: usize,
+    /// Seconds per `w · x`.
+    pub matvec: f64,
+    /// Seconds per sum over `w`'s values.
+    pub stream: f64,
+}
+
+impl MatVecTiming {
+    /// The bytes of the matrix (f32).
+    pub fn bytes(&self) -> f64 {
+        (self.rows * self.cols * 4) as f64
+    }
+
+    /// The matvec's time over the streaming time: 1 is the memory bound.
+    pub fn ratio(&self) -> f64 {
+        self.matvec / self.stream
+    }
+}
+
+/// Times the engine's matvec on `w` (`[rows, x.len()]`) against streaming `w` once, each on
+/// `threads` threads, as the medians of `runs` runs.
+pub fn matvec_vs_stream(w: &[f32], x: &[f32], threads: usize, runs: usize) -> MatVecTiming {
+    let rows = w.len() / x.len().max(1);
+    let mut out = vec![0.0; rows];
+    let matvec = median_secs(runs, || {
+        super::matvec::par_matvec(w, x, &mut out, threads);
+        out.first().copied()
+    });
+    let stream = median_secs(runs, || super::matvec::par_sum(w, threads));
+    MatVecTiming { rows, cols: x.len(), threads, matvec, stream }
+}

@@ -12,44 +12,33 @@ pub const LANES: usize = 16;
 /// A matrix with at least this many values is split over threads.
 pub const PARALLEL_VALUES: usize = 1 << 20;
 
-/// `Σ a[i]·b[i]` over the common length, in f32, with [`LANES`] independent accumulators summed
-/// pairwise at the end.
+/// `Σ a[i]·b[i]` over the common length, in f32, with [`LANES`] independent accumulators summed in
+/// order at the end (a pairwise tree here makes the compiler choose 2-wide vectors: 1.7× slower).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0f32; LANES];
     let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    let (ra, rb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
         for i in 0..LANES {
             acc[i] += x[i] * y[i];
         }
     }
-    reduce(acc) + tail
+    acc.iter().sum::<f32>() + ra.iter().zip(rb).map(|(x, y)| x * y).sum::<f32>()
 }
 
 /// `Σ x[i]`, in f32, with [`LANES`] independent accumulators: the cost of streaming `x` once.
 pub fn sum(x: &[f32]) -> f32 {
     let mut acc = [0f32; LANES];
     let c = x.chunks_exact(LANES);
-    let tail: f32 = c.remainder().iter().sum();
+    let rest = c.remainder();
     for x in c {
         for i in 0..LANES {
             acc[i] += x[i];
         }
     }
-    reduce(acc) + tail
-}
-
-fn reduce(mut acc: [f32; LANES]) -> f32 {
-    let mut width = LANES;
-    while width > 1 {
-        width /= 2;
-        for i in 0..width {
-            acc[i] += acc[i + width];
-        }
-    }
-    acc[0]
+    acc.iter().sum::<f32>() + rest.iter().sum::<f32>()
 }
 
 /// `out = w · x` for a row-major `w` of `out.len()` rows of `x.len()` values, on this thread.
