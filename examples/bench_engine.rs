@@ -1,9 +1,10 @@
 //! The engine's matvec against memory streaming: `cargo run --release --example bench_engine`.
 //!
-//! For the head of Qwen3.5-0.8B (`[248320, 1024]`, the largest matrix of a step) and one of its
-//! FFN matrices (`[3584, 1024]`), on 1 and 2 threads: the median time of `w · x` next to the median
-//! time of one pass summing `w`'s values, and their ratio (1 is the memory bound). The figures go in
-//! docs/PERFORMANCE.md.
+//! For the head of Qwen3.5-0.8B (`[248320, 1024]`, the largest matrix of a step) and its FFN
+//! matrices (`[3584, 1024]`: one, which stays in cache between runs, and 24 distinct ones in turn,
+//! read from memory as in a step), on 1 and 2 threads: the median time of `w · x` next to the
+//! median time of one pass summing `w`'s values, and their ratio (1 is the memory bound). The
+//! figures go in docs/PERFORMANCE.md.
 
 use stepcheck::engine::run::bench::{MatVecTiming, matvec_vs_stream};
 
@@ -17,8 +18,9 @@ fn matrix(rows: usize, cols: usize) -> Vec<f32> {
 
 fn report(name: &str, t: &MatVecTiming) {
     let gbs = |s: f64| t.bytes() / s / 1e9;
+    let times = if t.count > 1 { format!(" ×{}", t.count) } else { String::new() };
     println!(
-        "| {name} [{}, {}] | {} | {:.2} ms ({:.1} GB/s) | {:.2} ms ({:.1} GB/s) | {:.2} |",
+        "| {name} [{}, {}]{times} | {} | {:.2} ms ({:.1} GB/s) | {:.2} ms ({:.1} GB/s) | {:.2} |",
         t.rows,
         t.cols,
         t.threads,
@@ -35,10 +37,10 @@ fn main() {
     println!("medians of {RUNS} runs, f32 weights\n");
     println!("| matrix | threads | matvec | stream (sum) | matvec / stream |");
     println!("|---|---|---|---|---|");
-    for (name, rows) in [("FFN", 3584), ("head", 248_320)] {
-        let w = matrix(rows, x.len());
+    for (name, rows, count) in [("FFN, cached", 3584, 1), ("FFN, 24 layers", 3584, 24), ("head", 248_320, 1)] {
+        let w = matrix(rows * count, x.len());
         for threads in [1, 2] {
-            report(name, &matvec_vs_stream(&w, &x, threads, RUNS));
+            report(name, &matvec_vs_stream(&w, count, &x, threads, RUNS));
         }
     }
 }

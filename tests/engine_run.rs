@@ -816,3 +816,22 @@ logits %logits
     }
     assert!(listing.contains("%?9"), "an index the program lacks lists as %?9");
 }
+
+#[test]
+fn the_complete_program_of_the_docs_loads_and_runs() {
+    let doc = include_str!("../docs/PROGRAM.md");
+    let section = doc.split("## A complete program").nth(1).expect("section");
+    let json = section.split("```json").nth(1).and_then(|s| s.split("```").next()).expect("json block");
+    let p: Program = serde_json::from_str(json).expect("the documented program parses");
+    let mut ck = Checkpoint::default();
+    ck.insert("token_embd.weight", Tensor { shape: vec![8, 4], data: wave(32, 1) });
+    ck.insert("output_norm.weight", Tensor { shape: vec![4], data: vec![1.0; 4] });
+    ck.insert("output.weight", Tensor { shape: vec![8, 4], data: wave(32, 2) });
+    let mut r = EngineRunner::new(&p, &ck, 0).expect("new");
+    let logits = r.step(3).expect("step");
+    let x = &wave(32, 1)[12..16];
+    let normed = rms_norm(&f64s(x), &[1.0; 4], 1e-6);
+    let want: Vec<f64> = wave(32, 2).chunks(4).map(|row| dot(&f64s(row), &normed)).collect();
+    assert_close("logits", &logits, &want, 1e-6);
+    assert_eq!(r.position(), 1);
+}
