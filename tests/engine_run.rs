@@ -835,3 +835,185 @@ fn the_complete_program_of_the_docs_loads_and_runs() {
     assert_close("logits", &logits, &want, 1e-6);
     assert_eq!(r.position(), 1);
 }
+
+// ---------------------------------------------------------------------------------------------
+// A whole layer, and programs a fuzzer could write.
+
+/// A program with every unit: a Gated-DeltaNet mixer (2 key heads of 2, 4 value heads of 2), a
+/// gated attention mixer (2 query heads, 1 KV head of 4), a SwiGLU FFN and an untied head, hidden 8.
+fn layer_case() -> (Program, Checkpoint) {
+    let mut c = Case::new(Numerics::BF16);
+    let h = 8;
+    let w = |c: &mut Case, name: &str, shape: &[usize]| {
+        let n = shape.iter().product();
+        c.weight(name, shape, wave(n, name.len()))
+    };
+    let x0 = c.buf("x0", h);
+    let table = w(&mut c, "token_embd.weight", &[VOCAB, h]);
+    c.inputs.push(Command::Embed { table, out: x0 });
+    let buf = |c: &mut Case, name: &str, len: usize| c.buf(name, len);
+    // Gated-DeltaNet.
+    let xn = buf(&mut c, "xn", h);
+    let [q, k, v] = [buf(&mut c, "q.raw", 4), buf(&mut c, "k.raw", 4), buf(&mut c, "v.raw", 8)];
+    let [qc, kc, vc] = [buf(&mut c, "q", 4), buf(&mut c, "k", 4), buf(&mut c, "v", 8)];
+    let [z, b, a, beta, g] =
+        [buf(&mut c, "z", 8), buf(&mut c, "b", 4), buf(&mut c, "a", 4), buf(&mut c, "beta", 4), buf(&mut c, "g", 4)];
+    let [o, on, y, x1] = [buf(&mut c, "o", 8), buf(&mut c, "on", 8), buf(&mut c, "y", h), buf(&mut c, "x1", h)];
+    let window = c.state("conv", StateLayout::ConvWindow { channels: 16, taps: 4 });
+    let delta = c.state("delta", StateLayout::DeltaState { value_heads: 4, key_dim: 2, value_dim: 2 });
+    let mut cmds = vec![
+        Command::RmsNorm { x: x0, weight: w(&mut c, "attn_norm", &[h]), eps: 1e-6, out: xn },
+        Command::MergedRows { weight: w(&mut c, "attn_qkv", &[16, h]), x: xn, outs: vec![q, k, v] },
+        Command::MatVec { weight: w(&mut c, "attn_gate", &[8, h]), x: xn, out: z },
+        Command::MatVec { weight: w(&mut c, "ssm_beta", &[4, h]), x: xn, out: b },
+        Command::MatVec { weight: w(&mut c, "ssm_alpha", &[4, h]), x: xn, out: a },
+        Command::Conv {
+            ins: vec![q, k, v],
+            window,
+            weight: w(&mut c, "conv", &[16, 4]),
+            bias: None,
+            outs: vec![qc, kc, vc],
+        },
+        Command::Gates { b, a, decay: w(&mut c, "ssm_a", &[4]), dt_bias: w(&mut c, "ssm_dt", &[4]), beta, g },
+        Command::DeltaRule { state: delta, q: qc, k: kc, v: vc, g, beta, out: o, key_heads: 2 },
+        Command::GatedNorm { x: o, z, weight: w(&mut c, "ssm_norm", &[2]), eps: 1e-6, dim: 2, out: on },
+        Command::MatVec { weight: w(&mut c, "ssm_out", &[h, 8]), x: on, out: y },
+        Command::Add { residual: x0, x: y, out: x1 },
+    ];
+    // Gated attention.
+    let [an, aq, gate, ak, av] = [
+        buf(&mut c, "an", h),
+        buf(&mut c, "aq", 8),
+        buf(&mut c, "gate", 8),
+        buf(&mut c, "ak", 4),
+        buf(&mut c, "av", 4),
+    ];
+    let [ao, ag, ay, x2] = [buf(&mut c, "ao", 8), buf(&mut c, "ag", 8), buf(&mut c, "ay", h), buf(&mut c, "x2", h)];
+    let k_cache = c.state("k_cache", StateLayout::KvCache { heads: 1, dim: 4 });
+    let v_cache = c.state("v_cache", StateLayout::KvCache { heads: 1, dim: 4 });
+    cmds.extend([
+        Command::RmsNorm { x: x1, weight: w(&mut c, "attn_norm.2", &[h]), eps: 1e-6, out: an },
+        Command::MergedHeadHalves {
+            weight: w(&mut c, "attn_q", &[16, h]),
+            head_dim: 4,
+            x: an,
+            first: aq,
+            second: gate,
+        },
+        Command::MatVec { weight: w(&mut c, "attn_k", &[4, h]), x: an, out: ak },
+        Command::MatVec { weight: w(&mut c, "attn_v", &[4, h]), x: an, out: av },
+        Command::Attention {
+            q: aq,
+            k: ak,
+            v: av,
+            q_norm: Some(w(&mut c, "q_norm", &[4])),
+            k_norm: Some(w(&mut c, "k_norm", &[4])),
+            eps: 1e-6,
+            rope: Rope { theta: 1e4, dims: 2 },
+            heads: 2,
+            kv_heads: 1,
+            head_dim: 4,
+            scale: 0.5,
+            k_cache,
+            v_cache,
+            out: ao,
+        },
+        Command::SigmoidGate { x: ao, gate, out: ag },
+        Command::MatVec { weight: w(&mut c, "attn_output", &[h, 8]), x: ag, out: ay },
+        Command::Add { residual: x1, x: ay, out: x2 },
+    ]);
+    // FFN and head.
+    let [fy, x3, fin] = [buf(&mut c, "fy", h), buf(&mut c, "x3", h), buf(&mut c, "final", h)];
+    let logits = buf(&mut c, "head", VOCAB);
+    cmds.extend([
+        Command::SwiGlu {
+            x: x2,
+            gate: w(&mut c, "ffn_gate", &[6, h]),
+            up: w(&mut c, "ffn_up", &[6, h]),
+            down: w(&mut c, "ffn_down", &[h, 6]),
+            out: fy,
+        },
+        Command::Add { residual: x2, x: fy, out: x3 },
+        Command::RmsNorm { x: x3, weight: w(&mut c, "output_norm", &[h]), eps: 1e-6, out: fin },
+        Command::MatVec { weight: w(&mut c, "output", &[VOCAB, h]), x: fin, out: logits },
+    ]);
+    c.commands = cmds;
+    let (mut p, ck) = c.finish();
+    // The head's logits, not the dummy embedding `finish` adds.
+    p.blocks[0].commands.pop();
+    p.buffers.pop();
+    p.logits = logits;
+    (p, ck)
+}
+
+#[test]
+fn a_program_with_every_unit_runs_steps_and_carries_its_state() {
+    let (p, ck) = layer_case();
+    let mut r = EngineRunner::new(&p, &ck, 8).unwrap_or_else(|e| panic!("{e}\n{p}"));
+    for t in [3, 1, 4, 1, 5] {
+        let logits = r.step(t).expect("step");
+        assert!(logits.iter().all(|x| x.is_finite()), "{logits:?}");
+    }
+    let s = r.state();
+    assert_eq!(s.position, 5);
+    let names: Vec<&str> = s.states.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["position", "conv", "delta", "k_cache", "v_cache"]);
+    assert!(matches!(s.states[3].value, StateValue::KvCache { filled: 5, capacity: 8, .. }));
+}
+
+/// Every number of the program's JSON, as a path of keys and indices.
+fn number_paths(v: &serde_json::Value, path: &mut Vec<serde_json::Value>, out: &mut Vec<Vec<serde_json::Value>>) {
+    match v {
+        serde_json::Value::Number(_) => out.push(path.clone()),
+        serde_json::Value::Array(items) => items.iter().enumerate().for_each(|(i, x)| {
+            path.push(i.into());
+            number_paths(x, path, out);
+            path.pop();
+        }),
+        serde_json::Value::Object(map) => map.iter().for_each(|(k, x)| {
+            path.push(k.clone().into());
+            number_paths(x, path, out);
+            path.pop();
+        }),
+        _ => {}
+    }
+}
+
+fn at<'v>(v: &'v mut serde_json::Value, path: &[serde_json::Value]) -> Option<&'v mut serde_json::Value> {
+    path.iter().try_fold(v, |v, key| match key {
+        serde_json::Value::String(k) => v.get_mut(k.as_str()),
+        serde_json::Value::Number(i) => v.get_mut(i.as_u64()? as usize),
+        _ => None,
+    })
+}
+
+proptest::proptest! {
+    /// A program with any of its numbers replaced (an index, a length, a head count, a dim) is
+    /// refused by `new` with an error, or runs: it never panics.
+    #[test]
+    fn a_mutated_program_is_refused_or_runs_but_never_panics(
+        edits in proptest::collection::vec((0usize..10_000, proptest::sample::select(vec![
+            0u64, 1, 2, 3, 4, 5, 7, 8, 9, 16, 999, 1 << 40, u64::MAX,
+        ])), 1..4),
+        capacity in 0usize..4,
+    ) {
+        let (p, ck) = layer_case();
+        let mut json = serde_json::to_value(&p).expect("json");
+        let mut paths = vec![];
+        number_paths(&json, &mut vec![], &mut paths);
+        for (i, value) in edits {
+            if let Some(slot) = at(&mut json, &paths[i % paths.len()]) {
+                *slot = value.into();
+            }
+        }
+        if let Ok(mutated) = serde_json::from_value::<Program>(json) {
+            let _ = mutated.to_string();
+            if let Ok(mut r) = EngineRunner::new(&mutated, &ck, capacity) {
+                for t in [0, 1, 2, 3, 9] {
+                    let _ = r.step(t);
+                }
+                let _ = r.state();
+            }
+        }
+    }
+}

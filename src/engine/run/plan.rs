@@ -440,16 +440,12 @@ fn resolve<'c>(
         }
         Command::MergedHeadHalves { weight, head_dim, x, first, second } => {
             let x = ck.read(*x)?;
-            if *head_dim == 0 {
-                return Err(ck.bad("head_dim is 0"));
-            }
+            let pair = head_dim.checked_mul(2).filter(|&p| p > 0);
+            let pair = pair.ok_or_else(|| ck.bad(format!("head_dim {head_dim}: needs 1 ≤ 2·head_dim ≤ usize::MAX")))?;
             let (rows, w) = ck.matrix(weight, ck.len(x))?;
-            if !rows.is_multiple_of(2 * head_dim) {
-                return Err(ck.shape_error(
-                    weight,
-                    &[rows.next_multiple_of(2 * head_dim), ck.len(x)],
-                    &[rows, ck.len(x)],
-                ));
+            if !rows.is_multiple_of(pair) {
+                let expected = rows.checked_next_multiple_of(pair).unwrap_or(pair);
+                return Err(ck.shape_error(weight, &[expected, ck.len(x)], &[rows, ck.len(x)]));
             }
             let first = ck.write_len(*first, rows / 2)?;
             let second = ck.write_len(*second, rows / 2)?;
