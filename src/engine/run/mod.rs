@@ -76,6 +76,8 @@ impl<'c> EngineRunner<'c> {
         }
         check_room(self.attends, self.store.position, self.capacity)?;
         for unit in &mut self.units {
+            // Only a program that advances before it attends can get here without room; its step
+            // stops at that unit.
             if let Unit::Attention(_) = unit {
                 check_room(self.attends, self.store.position, self.capacity)?;
             }
