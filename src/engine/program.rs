@@ -49,6 +49,8 @@ pub struct StateBuffer {
     /// The layer it belongs to (`None`: the position).
     pub layer: Option<usize>,
     pub layout: StateLayout,
+    /// The type it is stored as: the numerics' `activations` for a conv window, `kv_cache` for a KV
+    /// cache, `recurrent_state` for a delta state.
     pub storage: Storage,
 }
 
@@ -148,8 +150,9 @@ pub enum Command {
     /// The gated norm: per head of `dim` values, `rms_norm(x, weight) · silu(z)`.
     GatedNorm { x: Buf, z: Buf, weight: String, eps: f64, dim: usize, out: Buf },
     /// The attention unit: queries and keys RMS-normed per head (when the norms are given), RoPE at
-    /// the position, key and value appended to the caches, softmax attention with `scale` of each
-    /// query head over KV head `h / (heads / kv_heads)`.
+    /// the position (the program's one `Position` state), key and value appended to the caches at
+    /// that position, softmax attention with `scale` of each query head over positions `0..=position`
+    /// of KV head `h / (heads / kv_heads)`.
     Attention {
         q: Buf,
         k: Buf,

@@ -1,0 +1,194 @@
+//! The engine interpreter: runs a [`Program`] the way the engine's units would.
+//!
+//! It is the engine's semantics, independent of the reference: it reads the checkpoint's tensors
+//! whole by name and shares only [`crate::scalar`] with `ir::interp`. It keeps the engine's own
+//! state layouts (a conv window of `K − 1` inputs, the delta state as `[dv][dk]` per head,
+//! preallocated `[heads][capacity][dim]` KV caches), computes in f32 with f32 accumulation, and
+//! rounds to the program's storage types where the engine stores: every buffer a unit writes, the
+//! conv windows, the KV caches and the delta states.
+
+pub mod bench;
+mod error;
+pub mod matvec;
+mod plan;
+mod state;
+mod units;
+
+use std::mem;
+
+pub use error::RunError;
+pub use state::{EngineState, StateData, StateValue};
+
+use crate::engine::numerics::Storage;
+use crate::engine::program::{Buf, Program};
+use crate::model::checkpoint::Checkpoint;
+use plan::{Plan, Unit};
+use state::Store;
+use units::DeltaInputs;
+
+/// A program ready to run on a checkpoint it borrows: its units resolved, its buffers and state
+/// allocated. Each [`EngineRunner::step`] runs one decode step.
+pub struct EngineRunner<'c> {
+    units: Vec<Unit<'c>>,
+    buffers: Vec<Vec<f32>>,
+    storages: Vec<Storage>,
+    store: Store,
+    logits: usize,
+    vocab: usize,
+    capacity: usize,
+    attends: bool,
+    threads: usize,
+}
+
+impl<'c> EngineRunner<'c> {
+    /// A runner for `program` on `checkpoint`, with KV caches of `capacity` positions. It checks
+    /// every index, length and state layout of the program and every weight it names (present, of
+    /// the shape its command needs), so that a step cannot fail on the program's account.
+    pub fn new(program: &Program, checkpoint: &'c Checkpoint, capacity: usize) -> Result<Self, RunError> {
+        let plan = Plan::new(program, checkpoint, capacity)?;
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Ok(EngineRunner {
+            units: plan.units,
+            buffers: plan.buffers,
+            storages: plan.storages,
+            store: plan.store,
+            logits: plan.logits,
+            vocab: program.vocab,
+            capacity,
+            attends: plan.attends,
+            threads,
+        })
+    }
+
+    /// Runs large matvecs on up to `threads` threads (at least one); the default is the machine's
+    /// available parallelism.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// Runs one decode step on `token` and returns the logits. A token outside the vocabulary, or a
+    /// step at a position the KV caches have no room for, is refused before any state changes.
+    pub fn step(&mut self, token: u32) -> Result<Vec<f32>, RunError> {
+        let t = token as usize;
+        if t >= self.vocab {
+            return Err(RunError::TokenOutOfRange { token, vocab: self.vocab });
+        }
+        check_room(self.attends, self.store.position, self.capacity)?;
+        for unit in &mut self.units {
+            // Only a program that advances before it attends can get here without room; its step
+            // stops at that unit.
+            if let Unit::Attention(_) = unit {
+                check_room(self.attends, self.store.position, self.capacity)?;
+            }
+            run(unit, &mut self.buffers, &self.storages, &mut self.store, t, self.threads);
+        }
+        Ok(self.buffers[self.logits].clone())
+    }
+
+    /// The carried state, in the engine's layouts.
+    pub fn state(&self) -> EngineState {
+        self.store.snapshot()
+    }
+
+    /// The position of the next token.
+    pub fn position(&self) -> usize {
+        self.store.position
+    }
+
+    /// The values buffer `b` holds after the last step (zeros before the first).
+    pub fn buffer(&self, b: Buf) -> Option<&[f32]> {
+        self.buffers.get(b.0).map(Vec::as_slice)
+    }
+}
+
+/// A program that attends needs a free cache position for the current one.
+fn check_room(attends: bool, position: usize, capacity: usize) -> Result<(), RunError> {
+    if attends && position >= capacity { Err(RunError::CapacityExceeded { position, capacity }) } else { Ok(()) }
+}
+
+/// Runs `f` on buffer `o` taken out of `bufs` (so that `f` may read the others), then rounds it to
+/// its storage and puts it back.
+fn write(bufs: &mut [Vec<f32>], storages: &[Storage], o: usize, f: impl FnOnce(&[Vec<f32>], &mut [f32])) {
+    let mut out = mem::take(&mut bufs[o]);
+    f(bufs, &mut out);
+    units::store(storages[o], &mut out);
+    bufs[o] = out;
+}
+
+/// Writes `values` to the buffers `outs`, consecutive ranges in order, each rounded to its storage.
+fn scatter(bufs: &mut [Vec<f32>], storages: &[Storage], outs: &[usize], values: &[f32]) {
+    let mut at = 0;
+    for &o in outs {
+        let n = bufs[o].len();
+        bufs[o].copy_from_slice(&values[at..at + n]);
+        units::store(storages[o], &mut bufs[o]);
+        at += n;
+    }
+}
+
+/// Runs one unit. The plan guarantees every index and length it uses.
+fn run(unit: &mut Unit<'_>, bufs: &mut [Vec<f32>], st: &[Storage], store: &mut Store, token: usize, threads: usize) {
+    match unit {
+        Unit::Embed { table, out } => write(bufs, st, *out, |_, o| units::embed(table, token, o)),
+        Unit::RmsNorm { x, weight, eps, out } => write(bufs, st, *out, |b, o| units::rms_norm(&b[*x], weight, *eps, o)),
+        Unit::MatVec { weight, x, out } => write(bufs, st, *out, |b, o| units::mat_vec(weight, &b[*x], o, threads)),
+        Unit::MergedRows { weight, x, outs, rows } => {
+            units::merged_rows(weight, &bufs[*x], rows, threads);
+            scatter(bufs, st, outs, rows);
+        }
+        Unit::MergedHeadHalves { weight, head_dim, x, first, second, rows } => {
+            let (mut f, mut s) = (mem::take(&mut bufs[*first]), mem::take(&mut bufs[*second]));
+            units::merged_head_halves(weight, *head_dim, &bufs[*x], rows, &mut f, &mut s, threads);
+            units::store(st[*first], &mut f);
+            units::store(st[*second], &mut s);
+            (bufs[*first], bufs[*second]) = (f, s);
+        }
+        Unit::Conv { ins, window, weight, bias, outs, x, y } => {
+            let mut at = 0;
+            for &i in ins.iter() {
+                let n = bufs[i].len();
+                x[at..at + n].copy_from_slice(&bufs[i]);
+                at += n;
+            }
+            units::conv(x, &mut store.conv[*window], weight, *bias, y);
+            scatter(bufs, st, outs, y);
+        }
+        Unit::Gates { b, a, decay, dt_bias, beta, g } => {
+            let (mut be, mut ge) = (mem::take(&mut bufs[*beta]), mem::take(&mut bufs[*g]));
+            units::gates(&bufs[*b], &bufs[*a], decay, dt_bias, &mut be, &mut ge);
+            units::store(st[*beta], &mut be);
+            units::store(st[*g], &mut ge);
+            (bufs[*beta], bufs[*g]) = (be, ge);
+        }
+        Unit::DeltaRule { state, q, k, v, g, beta, out, key_heads, qn, kn } => {
+            let state = &mut store.delta[*state];
+            write(bufs, st, *out, |b, o| {
+                let inputs =
+                    DeltaInputs { q: &b[*q], k: &b[*k], v: &b[*v], g: &b[*g], beta: &b[*beta], key_heads: *key_heads };
+                units::delta_rule(&inputs, state, qn, kn, o);
+            });
+        }
+        Unit::GatedNorm { x, z, weight, eps, dim, out } => {
+            write(bufs, st, *out, |b, o| units::gated_norm(&b[*x], &b[*z], weight, *eps, *dim, o));
+        }
+        Unit::Attention(a) => {
+            let pos = store.position;
+            let a = &mut **a;
+            units::rope_table(a.theta, 2 * a.cos.len(), pos, &mut a.cos, &mut a.sin);
+            let rope = (a.cos.as_slice(), a.sin.as_slice());
+            units::attention_append(&a.shape, &bufs[a.k], a.k_norm, rope, pos, &mut store.kv[a.k_cache], &mut a.head);
+            units::attention_append(&a.shape, &bufs[a.v], None, (&[], &[]), pos, &mut store.kv[a.v_cache], &mut a.head);
+            let (kc, vc) = (&store.kv[a.k_cache], &store.kv[a.v_cache]);
+            write(bufs, st, a.out, |b, o| {
+                units::attention_read(&a.shape, &b[a.q], a.q_norm, rope, pos, kc, vc, &mut a.head, &mut a.scores, o);
+            });
+        }
+        Unit::SigmoidGate { x, gate, out } => write(bufs, st, *out, |b, o| units::sigmoid_gate(&b[*x], &b[*gate], o)),
+        Unit::SwiGlu { x, gate, up, down, out, hidden, up_x } => {
+            write(bufs, st, *out, |b, o| units::swiglu(&b[*x], gate, up, down, hidden, up_x, o, threads));
+        }
+        Unit::Add { residual, x, out } => write(bufs, st, *out, |b, o| units::add(&b[*residual], &b[*x], o)),
+        Unit::Advance => store.position += 1,
+    }
+}

@@ -1,0 +1,181 @@
+//! The state the engine carries between steps, in its own layouts, and the plain-data snapshot of it
+//! a checker maps to the reference's layouts.
+
+use crate::engine::numerics::Storage;
+
+/// The carried state after the last step, in the engine's layouts, as plain data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineState {
+    /// The position of the next token: the number of steps taken.
+    pub position: usize,
+    /// One entry per state of the program, in the program's order.
+    pub states: Vec<StateData>,
+}
+
+/// One piece of carried state: its name and layer in the program, and its values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StateData {
+    pub name: String,
+    pub layer: Option<usize>,
+    pub value: StateValue,
+}
+
+/// The values of one piece of state, row-major in the engine's layout.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StateValue {
+    /// The position of the next token.
+    Position(usize),
+    /// `[channels][taps − 1]`: per channel the previous `taps − 1` inputs, oldest first. It equals
+    /// the reference's `[C, K]` window without its oldest column.
+    ConvWindow { channels: usize, taps: usize, values: Vec<f32> },
+    /// `[value_heads][value_dim][key_dim]`: per value head the transpose of the reference's
+    /// `[key_dim][value_dim]` matrix.
+    DeltaState { value_heads: usize, key_dim: usize, value_dim: usize, values: Vec<f32> },
+    /// `[heads][capacity][dim]`, of which positions `0..filled` of each head are written.
+    KvCache { heads: usize, capacity: usize, dim: usize, filled: usize, values: Vec<f32> },
+}
+
+impl StateValue {
+    /// A delta state in the reference's `[value_heads][key_dim][value_dim]` orientation; `None` for
+    /// another kind of state, or values that do not fill the dims.
+    pub fn delta_key_major(&self) -> Option<Vec<f32>> {
+        let StateValue::DeltaState { value_heads, key_dim, value_dim, values } = self else { return None };
+        if Some(values.len()) != value_heads.checked_mul(*key_dim).and_then(|n| n.checked_mul(*value_dim)) {
+            return None;
+        }
+        let mut out = vec![0.0; values.len()];
+        for h in 0..*value_heads {
+            for j in 0..*value_dim {
+                for i in 0..*key_dim {
+                    let from = (h * value_dim + j) * key_dim + i;
+                    let to = (h * key_dim + i) * value_dim + j;
+                    out[to] = values[from];
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// A KV cache's written positions, `[heads][filled][dim]` (the reference's `[nKV, T, hd]`);
+    /// `None` for another kind of state, or values that do not fill the dims.
+    pub fn kv_filled(&self) -> Option<Vec<f32>> {
+        let StateValue::KvCache { heads, capacity, dim, filled, values } = self else { return None };
+        if filled > capacity || Some(values.len()) != heads.checked_mul(*capacity).and_then(|n| n.checked_mul(*dim)) {
+            return None;
+        }
+        let mut out = Vec::with_capacity(heads * filled * dim);
+        for h in 0..*heads {
+            let start = h * capacity * dim;
+            out.extend_from_slice(&values[start..start + filled * dim]);
+        }
+        Some(out)
+    }
+}
+
+/// A conv unit's window, `[channels][taps − 1]`.
+#[derive(Clone, Debug)]
+pub(super) struct ConvWindow {
+    pub channels: usize,
+    pub taps: usize,
+    pub storage: Storage,
+    pub values: Vec<f32>,
+}
+
+/// A delta rule's state, `[value_heads][value_dim][key_dim]`.
+#[derive(Clone, Debug)]
+pub(super) struct DeltaState {
+    pub value_heads: usize,
+    pub key_dim: usize,
+    pub value_dim: usize,
+    pub storage: Storage,
+    pub values: Vec<f32>,
+}
+
+/// A preallocated cache, `[heads][capacity][dim]`, written up to `filled`.
+#[derive(Clone, Debug)]
+pub(super) struct KvCache {
+    pub heads: usize,
+    pub dim: usize,
+    pub capacity: usize,
+    pub filled: usize,
+    pub storage: Storage,
+    pub values: Vec<f32>,
+}
+
+impl KvCache {
+    /// The `dim` values of head `h` at position `p`.
+    pub fn at(&self, h: usize, p: usize) -> &[f32] {
+        let start = (h * self.capacity + p) * self.dim;
+        &self.values[start..start + self.dim]
+    }
+
+    /// Writes `row`, rounded to the cache's storage, as head `h` at position `p`.
+    pub fn put(&mut self, h: usize, p: usize, row: &[f32]) {
+        let start = (h * self.capacity + p) * self.dim;
+        let storage = self.storage;
+        for (to, &x) in self.values[start..start + self.dim].iter_mut().zip(row) {
+            *to = storage.round(x);
+        }
+        self.filled = self.filled.max(p + 1);
+    }
+}
+
+/// Where a program's state lives in the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Slot {
+    Position,
+    Conv(usize),
+    Delta(usize),
+    Kv(usize),
+}
+
+/// The carried state, by kind, and the program's order of it.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Store {
+    pub position: usize,
+    pub conv: Vec<ConvWindow>,
+    pub delta: Vec<DeltaState>,
+    pub kv: Vec<KvCache>,
+    /// The program's states in order: name, layer, where each lives.
+    pub order: Vec<(String, Option<usize>, Slot)>,
+}
+
+impl Store {
+    /// The snapshot of the whole store.
+    pub fn snapshot(&self) -> EngineState {
+        let states = self
+            .order
+            .iter()
+            .map(|(name, layer, slot)| {
+                let value = match *slot {
+                    Slot::Position => StateValue::Position(self.position),
+                    Slot::Conv(i) => {
+                        let c = &self.conv[i];
+                        StateValue::ConvWindow { channels: c.channels, taps: c.taps, values: c.values.clone() }
+                    }
+                    Slot::Delta(i) => {
+                        let d = &self.delta[i];
+                        StateValue::DeltaState {
+                            value_heads: d.value_heads,
+                            key_dim: d.key_dim,
+                            value_dim: d.value_dim,
+                            values: d.values.clone(),
+                        }
+                    }
+                    Slot::Kv(i) => {
+                        let c = &self.kv[i];
+                        StateValue::KvCache {
+                            heads: c.heads,
+                            capacity: c.capacity,
+                            dim: c.dim,
+                            filled: c.filled,
+                            values: c.values.clone(),
+                        }
+                    }
+                };
+                StateData { name: name.clone(), layer: *layer, value }
+            })
+            .collect();
+        EngineState { position: self.position, states }
+    }
+}
