@@ -1,1 +1,5 @@
-fn main() {}
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    stepcheck::cli::main(stepcheck::cli::Cli::parse())
+}
