@@ -628,7 +628,8 @@ fn matvec_of(p: &mut Program) -> &mut Command {
 #[test]
 fn new_refuses_a_malformed_program_naming_what_is_wrong() {
     type Mutation = fn(&mut Program, &mut Checkpoint);
-    let cases: [(&str, Mutation, fn(&RunError) -> bool, &str); 10] = [
+    type Case = (&'static str, Mutation, fn(&RunError) -> bool, &'static str);
+    let cases: [Case; 10] = [
         (
             "a missing weight",
             |p, _| *matvec_of(p) = Command::MatVec { weight: "absent.weight".into(), x: Buf(0), out: Buf(1) },
