@@ -86,6 +86,10 @@ pub struct Constructs {
     /// A factor the embedding is multiplied by (√hidden in the Gemma line).
     #[serde(default)]
     pub embedding_scale: Option<f64>,
+    /// The attention scores' scale when it is not 1/√head_dim (Gemma's
+    /// `query_pre_attn_scalar^-1/2`, Granite's `attention_multiplier`).
+    #[serde(default)]
+    pub attention_scale: Option<f64>,
 }
 
 /// Where a layer normalises besides before the mixer and before the FFN.
@@ -234,6 +238,9 @@ impl ModelSpec {
         }
         if let Some(s) = c.embedding_scale {
             rules.push((s.is_finite(), format!("embedding scale {s}")));
+        }
+        if let Some(s) = c.attention_scale {
+            rules.push((s.is_finite() && s > 0.0, format!("attention scale {s}")));
         }
         match rules.into_iter().find(|(ok, _)| !ok) {
             Some((_, why)) => Err(SpecError { spec: self.name.clone(), why }),

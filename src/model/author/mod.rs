@@ -198,7 +198,8 @@ impl Author<'_> {
         self.b.write_state(kc, kc1);
         self.b.write_state(vc, vc1);
         let window = self.spec.constructs.sliding_window.as_ref().filter(|w| w.layers.contains(&l)).map(|w| w.window);
-        let kind = OpKind::Attention { scale: 1.0 / (a.head_dim as f64).sqrt(), window, head_map: HeadMap::Grouped };
+        let scale = self.spec.constructs.attention_scale.unwrap_or(1.0 / (a.head_dim as f64).sqrt());
+        let kind = OpKind::Attention { scale, window, head_map: HeadMap::Grouped };
         let mut ins = vec![q, kc1, vc1];
         if self.spec.constructs.attention_sinks {
             ins.push(self.param(l, n::ATTN_SINKS, &[a.heads]));
