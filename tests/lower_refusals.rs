@@ -195,7 +195,7 @@ fn cases() -> Vec<Case> {
                 "l3.k.rope",
                 OpKind::Rope { theta: 1e4, rotary_dims: 8, style: RopeStyle::Interleaved },
             )),
-            "WrongAttribute",
+            "InterleavedRope",
             Some((Attention, l(3))),
         ),
         case(
@@ -307,6 +307,18 @@ fn cases() -> Vec<Case> {
             "ScaledEmbedding",
             Some((Embedding, None)),
         ),
+        case(
+            "scores scaled by 1/2, not 1/√32 (Gemma's query_pre_attn_scalar)",
+            Engine(with(|s| s.constructs.attention_scale = Some(0.5))),
+            "AttentionScale",
+            Some((Attention, l(0))),
+        ),
+        case(
+            "interleaved RoPE, as the author writes it",
+            Engine(with(|s| s.attention.rope_style = RopeStyle::Interleaved)),
+            "InterleavedRope",
+            Some((Attention, l(0))),
+        ),
     ]
 }
 
@@ -363,6 +375,8 @@ fn every_variant_but_the_unreachable_ones_has_a_case() {
         "AttentionSinks",
         "SlidingWindow",
         "ScaledEmbedding",
+        "InterleavedRope",
+        "AttentionScale",
     ] {
         assert!(named.contains(&v) && !not_yet.contains(&v), "{v} has no case");
     }
