@@ -1,6 +1,7 @@
 //! stepcheck: turns the decode step of a hybrid Gated-DeltaNet/attention model into an inference
 //! engine's program, and checks that the program computes what the step graph says.
 
+pub mod admission;
 pub mod check;
 pub mod cli;
 pub mod engine;

@@ -1,10 +1,11 @@
-//! The command line: `graph`, `lower`, `run` and `check`.
+//! The command line: `graph`, `lower`, `run`, `check` and `verdict`.
 
 mod args;
 mod check;
 mod graph;
 mod lower;
 mod run;
+mod verdict;
 
 use std::process::ExitCode;
 
@@ -17,6 +18,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Lower(a) => lower::lower(a),
         Command::Run(a) => run::run(a),
         Command::Check(a) => check::check(a),
+        Command::Verdict(a) => verdict::verdict(a),
     };
     match result {
         Ok(code) => code,
