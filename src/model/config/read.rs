@@ -279,7 +279,7 @@ fn layer_kinds(layers: Layers, c: &Fields) -> Result<(Vec<Kind>, String), Config
                 if interval == 0 {
                     return Err(bad_value(c.name("full_attention_interval"), "a positive integer", "0".into()));
                 }
-                let attention = |i: usize| (i + 1) % interval == 0;
+                let attention = |i: usize| (i + 1).is_multiple_of(interval);
                 (0..count)
                     .map(|i| if attention(i) { Kind::Attention { sliding: false } } else { Kind::DeltaNet })
                     .collect()
