@@ -83,6 +83,11 @@ pub fn read_config_json(text: &str, name: &str) -> Result<ConfigReading, ConfigE
     read::read(text, name)
 }
 
+/// The family (its text config's `model_type`) a `config.json` text belongs to, without reading it.
+pub fn family_of_config_json(text: &str) -> Result<&'static str, ConfigError> {
+    read::family(text)
+}
+
 /// The spec named `name` that a `config.json` text describes, checked by [`ModelSpec::validate`]; a
 /// config holding a construct a spec cannot state is refused by the first of them.
 pub fn spec_from_config_json(text: &str, name: &str) -> Result<ModelSpec, ConfigError> {

@@ -40,6 +40,13 @@ pub fn read(text: &str, name: &str) -> Result<ConfigReading, ConfigError> {
     read_family(family, &src, name)
 }
 
+pub fn family(text: &str) -> Result<&'static str, ConfigError> {
+    let root: Value = serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
+    let root = Fields::object(&root, "", "(the config)")?;
+    let model_type = root.required("model_type", Fields::str_of, "a string")?;
+    Ok(family_of(&root, model_type)?.0.model_type)
+}
+
 /// The row of `model_type`, and the config it reads: the text config, inside its wrapper or bare.
 fn family_of<'a>(root: &Fields<'a>, model_type: &str) -> Result<(&'static Family, Source<'a>), ConfigError> {
     for family in FAMILIES {
