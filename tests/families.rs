@@ -701,6 +701,7 @@ fn the_accepted_attention_variants_agree_with_the_reference() {
         attention_only("qwen3-like", false, true, 16),
         attention_only("llama-like", false, false, 16),
         attention_only("gated, no q/k norms", true, false, 8),
+        attention_only("no RoPE (NoPE)", false, false, 0),
         hybrid,
     ];
     for spec in specs {
