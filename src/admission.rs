@@ -182,13 +182,19 @@ pub fn admit_spec(spec: &ModelSpec, numerics: Numerics) -> Result<Admission, Adm
 fn admit(spec: &ModelSpec, layers: &[usize], config: Vec<Reason>, numerics: Numerics) -> Result<Admission, AdmitError> {
     let (graph, unwritten) = authored(spec)?;
     let graph = EngineShim::default().prepare(&graph);
-    let program = match lower_graph(&graph, numerics) {
-        Ok(p) => Some(p),
-        Err(e) if e.is_refused_construct() || matches!(e, LowerError::RecurrentStateBelowF32 { .. }) => None,
+    let (program, refused) = match lower_graph(&graph, numerics) {
+        Ok(p) => (Some(p), None),
+        Err(e) if e.is_refused_construct() || matches!(e, LowerError::RecurrentStateBelowF32 { .. }) => (None, Some(e)),
         Err(e) => return Err(AdmitError::Malformed(e)),
     };
-    let mut reasons: Vec<Reason> =
-        unwritten.into_iter().chain(refusals_in_order(&graph, numerics)).map(Reason::Graph).collect();
+    let mut found = refusals_in_order(&graph, numerics);
+    // The scan begins with the lowering's refusal; should it ever miss it, the refusal still stands.
+    if let Some(e) = refused
+        && found.is_empty()
+    {
+        found.push(e);
+    }
+    let mut reasons: Vec<Reason> = unwritten.into_iter().chain(found).map(Reason::Graph).collect();
     for r in &mut reasons {
         if let Reason::Graph(e) = r
             && let Some(site) = e.site_mut()

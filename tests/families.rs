@@ -673,6 +673,62 @@ fn configs_the_reader_cannot_judge_are_errors_not_verdicts() {
     }
 }
 
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        (0u64..300).prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        prop::sample::select(vec!["silu", "gelu", "yarn", "default", "sliding_attention", "mamba", "llama3"])
+            .prop_map(Value::from),
+    ];
+    leaf.prop_recursive(2, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::btree_map("[a-z_]{1,8}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// A family's config with some of its own fields replaced by random values or removed.
+fn mutated_family_config() -> impl Strategy<Value = Value> {
+    let configs: Vec<Value> = cases().into_iter().map(|c| c.config).collect();
+    (prop::sample::select(configs), prop::collection::vec((any::<prop::sample::Index>(), json_value()), 0..4)).prop_map(
+        |(mut config, edits)| {
+            for (at, value) in edits {
+                let obj = config.as_object_mut().expect("object");
+                let keys: Vec<String> = obj.keys().cloned().collect();
+                obj.insert(at.get(&keys).clone(), value);
+            }
+            config
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn mutated_family_configs_never_panic_and_are_judged_or_refused(config in mutated_family_config()) {
+        let text = config.to_string();
+        if let Ok(reading) = stepcheck::model::config::read_config_json(&text, "m") {
+            if let Some(spec) = &reading.spec {
+                prop_assert!(spec.validate().is_ok());
+                if spec.layers.len() <= 64 && spec.vocab <= 1 << 20 {
+                    let judged = admit_config_json(&text, "m", Numerics::F32);
+                    prop_assert!(
+                        !matches!(judged, Err(stepcheck::admission::AdmitError::Malformed(_))),
+                        "an authored step the lowering cannot read: {:?}",
+                        judged
+                    );
+                }
+            }
+        }
+    }
+}
+
 // ---- The accepted attention variants compute what their graphs say. ----
 
 /// A small model of attention layers only, with the given gate and q/k norms.
