@@ -713,17 +713,17 @@ proptest! {
     #[test]
     fn mutated_family_configs_never_panic_and_are_judged_or_refused(config in mutated_family_config()) {
         let text = config.to_string();
-        if let Ok(reading) = stepcheck::model::config::read_config_json(&text, "m") {
-            if let Some(spec) = &reading.spec {
-                prop_assert!(spec.validate().is_ok());
-                if spec.layers.len() <= 64 && spec.vocab <= 1 << 20 {
-                    let judged = admit_config_json(&text, "m", Numerics::F32);
-                    prop_assert!(
-                        !matches!(judged, Err(stepcheck::admission::AdmitError::Malformed(_))),
-                        "an authored step the lowering cannot read: {:?}",
-                        judged
-                    );
-                }
+        if let Ok(reading) = stepcheck::model::config::read_config_json(&text, "m")
+            && let Some(spec) = &reading.spec
+        {
+            prop_assert!(spec.validate().is_ok());
+            if spec.layers.len() <= 64 && spec.vocab <= 1 << 20 {
+                let judged = admit_config_json(&text, "m", Numerics::F32);
+                prop_assert!(
+                    !matches!(judged, Err(stepcheck::admission::AdmitError::Malformed(_))),
+                    "an authored step the lowering cannot read: {:?}",
+                    judged
+                );
             }
         }
     }
