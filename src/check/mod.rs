@@ -176,3 +176,31 @@ impl Comparison {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The two interpreters are independent in the way that matters: a bug planted in either one is
+    //! caught by the check, and the check agrees once it is gone.
+
+    use super::*;
+    use crate::engine::{Numerics, lower::lower_graph, shim::EngineShim};
+    use crate::model::{author::decode_step, presets, random::random_checkpoint};
+    use crate::planted::{self, Bug};
+
+    fn verdict(name: &str) -> Verdict {
+        let spec = presets::preset(name).expect("preset");
+        let graph = EngineShim::default().prepare(&decode_step(&spec).expect("author"));
+        let program = lower_graph(&graph, Numerics::F32).expect("lowered");
+        compare(&graph, &program, &random_checkpoint(&spec, 1), &[3, 1, 4, 1, 5]).expect("compared")
+    }
+
+    #[test]
+    fn a_bug_planted_in_either_interpreter_is_caught() {
+        // (bug, preset whose shapes expose it: value heads ≠ key heads / query heads ≠ KV heads)
+        for (bug, preset) in [(Bug::EngineGroupedValueHeads, "tiny"), (Bug::ReferenceTiledKvHeads, "tiny")] {
+            assert!(matches!(verdict(preset), Verdict::Agree { .. }), "{preset} agrees without {bug:?}");
+            let planted = planted::with(bug, || verdict(preset));
+            assert!(matches!(planted, Verdict::Disagree(_)), "{bug:?} not caught: {planted}");
+        }
+    }
+}
