@@ -377,3 +377,12 @@ fn a_refusal_reads_as_a_sentence_naming_the_place() {
          the engine's attention unit has none"
     );
 }
+
+#[test]
+fn the_shim_leaves_a_malformed_graph_for_the_lowering_to_refuse() {
+    let mut g = tiny();
+    g.ops[3].outputs.clear();
+    g.ops[5].inputs.push(TensorId(usize::MAX));
+    assert_eq!(fused(&g), g);
+    assert_eq!(lower(Lower::Engine(g)).map(|_| ()).map_err(|e| e.name()), Err("InvalidGraph"));
+}
