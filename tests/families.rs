@@ -220,3 +220,49 @@ fn folders_that_do_not_hold_the_familys_model_are_refused_by_name() {
     let other = Copy::of("gpt_oss", |c| c["model_type"] = "mixtral".into(), |_| {});
     assert!(matches!(refused(&other), FamilyError::UnknownFamily(ref t) if t == "mixtral"));
 }
+
+// ---- Config forms the fixtures do not exercise. ----
+
+#[test]
+fn deepseek_yarn_scales_the_scores_by_mscale_squared() {
+    use stepcheck::model::families::spec_of_folder;
+    use stepcheck::model::spec::RopeScaling;
+    let yarn = Copy::of(
+        "deepseek_v3",
+        |c| {
+            c["rope_parameters"] = serde_json::json!({
+                "rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0,
+                "original_max_position_embeddings": 4096, "mscale": 1.0, "mscale_all_dim": 1.0,
+                "beta_fast": 32, "beta_slow": 1
+            })
+        },
+        |_| {},
+    );
+    let spec = spec_of_folder(&yarn.0).expect("spec");
+    let mscale = 0.1 * 40f64.ln() + 1.0;
+    let scale = spec.constructs.attention_scale.expect("a score scale");
+    assert!((scale - mscale * mscale / 20f64.sqrt()).abs() < 1e-15, "{scale}");
+    match spec.constructs.rope_scaling {
+        Some(RopeScaling::Yarn { attention_factor, truncate, original_context, .. }) => {
+            // mscale / mscale_all_dim: equal, so the turned dims are not scaled.
+            assert_eq!((attention_factor, truncate, original_context), (1.0, true, 4096));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn gemma_without_layer_types_slides_all_but_every_patternth_layer() {
+    use stepcheck::model::families::spec_of_folder;
+    let legacy = Copy::of(
+        "gemma3_text",
+        |c| {
+            c.as_object_mut().expect("object").remove("layer_types");
+            c["num_hidden_layers"] = 4.into();
+            c["_sliding_window_pattern"] = 2.into();
+        },
+        |_| {},
+    );
+    let spec = spec_of_folder(&legacy.0).expect("spec");
+    assert_eq!(spec.constructs.sliding_window.expect("a window").layers, vec![0, 2]);
+}

@@ -139,3 +139,14 @@ fn each_construct_of_a_family_is_needed_for_the_match() {
         assert!(d > 1e-3, "{name} with {what} still matches: max |diff| {d:e}");
     }
 }
+
+#[test]
+fn each_familys_graph_reads_back_from_its_listing() {
+    for (name, ..) in FIXTURES {
+        let (spec, _) = load_family_folder(&dir(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let graph = decode_step(&spec).expect("author");
+        let text = graph.to_string();
+        let back = stepcheck::ir::parse_graph(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(back, graph, "{name}");
+    }
+}

@@ -172,7 +172,8 @@ pub struct Experts {
     pub count: usize,
     pub top_k: usize,
     pub intermediate: usize,
-    /// Whether the top-k router weights are divided by their sum.
+    /// Whether the top-k router weights are divided by their sum (always, with
+    /// [`Routing::TopKSoftmax`]).
     pub renormalize: bool,
     /// A shared expert's intermediate size.
     pub shared_intermediate: Option<usize>,
