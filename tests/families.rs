@@ -266,3 +266,13 @@ fn gemma_without_layer_types_slides_all_but_every_patternth_layer() {
     let spec = spec_of_folder(&legacy.0).expect("spec");
     assert_eq!(spec.constructs.sliding_window.expect("a window").layers, vec![0, 2]);
 }
+
+#[test]
+fn gemmas_embedding_scale_is_root_hidden_in_the_configs_dtype() {
+    use stepcheck::model::families::spec_of_folder;
+    for (dtype, want) in [("float32", f64::from(32f32.sqrt())), ("bfloat16", 5.65625)] {
+        let copy = Copy::of("gemma3_text", |c| c["dtype"] = dtype.into(), |_| {});
+        let spec = spec_of_folder(&copy.0).expect("spec");
+        assert_eq!(spec.constructs.embedding_scale, Some(want), "{dtype}");
+    }
+}

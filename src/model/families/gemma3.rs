@@ -17,6 +17,7 @@ use crate::model::spec::{AttentionSpec, Constructs, Ffn, LayerRope, Mixer, Model
 /// `tie_word_embeddings` true, `sliding_window` 4096, layer `i` sliding unless `(i + 1) %
 /// sliding_window_pattern == 0` (6), θ 1e6 for full and 1e4 for sliding layers,
 /// `query_pre_attn_scalar` 256. Logit soft-capping is not written, so it must be null.
+/// The embedding scale is √hidden in the config's `dtype`.
 pub fn spec(c: &Fields, name: &str) -> Result<ModelSpec, FamilyError> {
     let hidden = c.size("hidden_size")?;
     let layers = c.size("num_hidden_layers")?;
@@ -67,8 +68,7 @@ pub fn spec(c: &Fields, name: &str) -> Result<ModelSpec, FamilyError> {
         constructs: Constructs {
             post_norm: PostNorm::Sandwich,
             ffn: Ffn::GeGlu,
-            // transformers keeps √hidden in an f32 buffer and casts it to the weights' dtype.
-            embedding_scale: Some(f64::from((hidden as f64).sqrt() as f32)),
+            embedding_scale: Some(embedding_scale(hidden, c.str_opt("dtype")?.or(c.str_opt("torch_dtype")?))),
             attention_scale: Some(1.0 / scalar.sqrt()),
             rope_scaling: full_scaling,
             sliding_window: match sliding.is_empty() {
@@ -79,6 +79,18 @@ pub fn spec(c: &Fields, name: &str) -> Result<ModelSpec, FamilyError> {
             ..Constructs::default()
         },
     })
+}
+
+/// √hidden as transformers multiplies the embedding by it: kept in an f32 buffer and cast to the
+/// weights' dtype (`GemmaTextScaledWordEmbedding`), which by default is the config's `dtype`; in
+/// bf16 √3072 is 55.5, not 55.43.
+fn embedding_scale(hidden: usize, dtype: Option<&str>) -> f64 {
+    let scale = (hidden as f64).sqrt() as f32;
+    match dtype {
+        Some("bfloat16") => f64::from(half::bf16::from_f32(scale)),
+        Some("float16") => f64::from(half::f16::from_f32(scale)),
+        _ => f64::from(scale),
+    }
 }
 
 /// The canonical checkpoint: every norm `1 + w`, matrices as they are.

@@ -18,8 +18,8 @@ use crate::model::spec::{AttentionSpec, Constructs, Experts, Ffn, Mixer, ModelSp
 
 /// Reads a `GptOssConfig`. Class defaults fill what is absent: `rms_norm_eps` 1e-5,
 /// `tie_word_embeddings` false, `sliding_window` 128 on layer `i` when `(i + 1) % 2 != 0`,
-/// `attention_bias` true, `swiglu_limit` 7, α 1.702 (`modeling_gpt_oss` hard-codes it; the config's
-/// `swiglu_alpha` is read when present), YaRN RoPE from `rope_parameters`.
+/// `attention_bias` true, `swiglu_alpha` 1.702, `swiglu_limit` 7, YaRN RoPE from `rope_parameters`
+/// (`truncate` true when absent, as `_compute_yarn_parameters` reads it; v5 writes false).
 pub fn spec(c: &Fields, name: &str) -> Result<ModelSpec, FamilyError> {
     let layers = c.size("num_hidden_layers")?;
     let head_dim = c.size("head_dim")?;
