@@ -9,5 +9,7 @@ pub mod formats;
 pub mod fuse;
 pub mod ir;
 pub mod model;
+#[cfg(test)]
+mod planted;
 pub mod scalar;
 pub mod source;

@@ -1,5 +1,21 @@
 //! The command line: `graph`, `lower`, `run`, `check` and `verdict`.
 
+/// Writes to stdout, returning the error (a closed pipe ends the command quietly).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($t)*)?
+    }};
+}
+
+/// Writes a line to stdout, returning the error (a closed pipe ends the command quietly).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($t)*)?
+    }};
+}
+
 mod args;
 mod check;
 mod graph;
@@ -22,6 +38,9 @@ pub fn main(cli: Cli) -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(2)

@@ -509,13 +509,10 @@ fn experts(c: &Fields, intermediate: usize) -> Result<Experts, ConfigError> {
         Some(s) if s > 0 => Some(s),
         _ => c.size_any(&["n_shared_experts"], MAX_SIZE)?.filter(|&n| n > 0).map(|n| n * expert),
     };
-    Ok(Experts {
-        count,
-        top_k,
-        intermediate: expert,
-        renormalize: c.bool("norm_topk_prob")?.unwrap_or(true),
-        shared_intermediate: shared,
-    })
+    let mut experts = Experts::new(count, top_k, expert);
+    experts.renormalize = c.bool("norm_topk_prob")?.unwrap_or(true);
+    experts.shared_intermediate = shared;
+    Ok(experts)
 }
 
 /// Latent attention: `q_lora_rank` (null: a direct query projection), `kv_lora_rank`, and the

@@ -9,7 +9,7 @@
 //! tower are skipped. The result holds exactly the tensors `layout(spec)` names, with their shapes;
 //! anything else is an error naming the tensor.
 
-mod files;
+pub(crate) mod files;
 pub mod names;
 pub mod transform;
 
