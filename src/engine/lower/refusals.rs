@@ -8,7 +8,7 @@
 
 use super::error::{LowerError, Site};
 use super::pattern::Matcher;
-use crate::ir::{Act, Fused, Graph, OpKind, TensorId, Ty};
+use crate::ir::{Act, Fused, Graph, OpKind, RopeStyle, TensorId, Ty};
 
 /// The ops of a block's region: those reachable from `from` through unclaimed ops, not passing the
 /// ops that read the layer's residual `residual` (its add), with their index, in op order.
@@ -70,7 +70,8 @@ pub fn is_norm(kind: &OpKind) -> bool {
 }
 
 /// In an attention block's region `ops`: latent attention (once); per attention op, sinks, a
-/// sliding window and a score scale other than 1/√head_dim; then interleaved RoPE (once).
+/// sliding window and a score scale other than 1/√head_dim; then, once each, interleaved RoPE,
+/// scaled RoPE (frequencies given, not θ) and a bias (a constant added in the block).
 pub fn attention(m: &Matcher, ops: &[usize], at: Site) -> Vec<LowerError> {
     let g = m.graph;
     let mut out = vec![];
@@ -97,10 +98,23 @@ pub fn attention(m: &Matcher, ops: &[usize], at: Site) -> Vec<LowerError> {
             }
         }
     }
-    let interleaved =
-        |r: &&usize| matches!(g.ops[**r].kind, OpKind::Rope { style: crate::ir::RopeStyle::Interleaved, .. });
+    let interleaved = |r: &&usize| {
+        matches!(
+            g.ops[**r].kind,
+            OpKind::Rope { style: RopeStyle::Interleaved, .. }
+                | OpKind::RopeFreqs { style: RopeStyle::Interleaved, .. }
+        )
+    };
     if let Some(&r) = ops.iter().find(interleaved) {
         out.push(LowerError::InterleavedRope { at: at_op(at, r) });
+    }
+    if let Some(&r) = ops.iter().find(|&&r| matches!(g.ops[r].kind, OpKind::RopeFreqs { .. })) {
+        out.push(LowerError::ScaledRope { at: at_op(at, r) });
+    }
+    let bias =
+        |r: &&usize| g.ops[**r].kind == OpKind::Add && g.ops[**r].inputs.iter().any(|&t| g.constant(t).is_some());
+    if let Some(&r) = ops.iter().find(bias) {
+        out.push(LowerError::AttentionBias { at: at_op(at, r) });
     }
     out
 }
