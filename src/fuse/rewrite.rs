@@ -13,8 +13,8 @@ pub fn apply(graph: &Graph, entry: &Entry) -> Graph {
         let uses = Uses::of(&g);
         let mut made = false;
         for rw in entry.find(&g, &uses) {
-            if let Some(next) = rewrite(&g, &rw) {
-                g = next;
+            if let Some(ops) = rewrite(&g, &rw) {
+                g.ops = ops;
                 made = true;
                 break;
             }
@@ -26,8 +26,8 @@ pub fn apply(graph: &Graph, entry: &Entry) -> Graph {
     }
 }
 
-/// `graph` with one rewrite made, or `None` when it would leave a cycle.
-fn rewrite(graph: &Graph, rw: &Rewrite) -> Option<Graph> {
+/// The ops of `graph` with one rewrite made, or `None` when it would leave a cycle.
+fn rewrite(graph: &Graph, rw: &Rewrite) -> Option<Vec<crate::ir::Op>> {
     let first = *rw.removes.iter().min()?;
     let mut ops = vec![];
     for (i, op) in graph.ops.iter().enumerate() {
@@ -38,9 +38,7 @@ fn rewrite(graph: &Graph, rw: &Rewrite) -> Option<Graph> {
             ops.push(op.clone());
         }
     }
-    let mut g = graph.clone();
-    g.ops = topological(&g, ops)?;
-    Some(g)
+    topological(graph, ops)
 }
 
 /// The ops in an order that writes every tensor before reading it, taking at each point the first
