@@ -71,10 +71,8 @@ impl Lowering<'_> {
 
     fn step(&mut self) -> Result<Program, LowerError> {
         let mut h = self.embedding()?;
-        let mut layer = 0;
-        while !self.reaches_final_norm(h) {
+        for layer in 0..self.layer_count() {
             h = self.layer(layer, h)?;
-            layer += 1;
         }
         self.advance()?;
         let logits = self.head(h)?;
@@ -98,17 +96,11 @@ impl Lowering<'_> {
         })
     }
 
-    /// Whether the residual `h` is read by the final norm (no more layers).
-    fn reaches_final_norm(&self, h: TensorId) -> bool {
-        self.m.uses.readers(h).iter().any(|&r| {
-            let op = &self.graph().ops[r];
-            matches!(op.kind, OpKind::RmsNorm { .. })
-                && op
-                    .inputs
-                    .get(1)
-                    .and_then(|&w| self.graph().constant(w))
-                    .is_some_and(|c| c.binding.tensor == crate::model::names::OUTPUT_NORM)
-        })
+    /// How many layers the step has: one more than the highest layer a state belongs to (every
+    /// layer's mixer carries state). Read off the state, not off the final norm's binding, so that
+    /// a norm bound to the wrong tensor is refused where it is instead of moving the step's end.
+    fn layer_count(&self) -> usize {
+        self.graph().states.iter().filter_map(|s| s.layer).max().map_or(0, |l| l.saturating_add(1))
     }
 
     fn find(
