@@ -72,7 +72,7 @@ pub fn norm_after(m: &Matcher, y: TensorId, at: Site) -> Result<(), LowerError> 
 /// region.
 pub fn attention(m: &Matcher, x: TensorId, h: TensorId, at: Site) -> Result<(), LowerError> {
     let ops = region(m, x, h);
-    if let Some(&r) = ops.iter().find(|&&r| is_latent_projection(m.graph, m, r)) {
+    if let Some(&r) = ops.iter().find(|&&r| is_latent_projection(m.graph, m, r, x)) {
         return Err(LowerError::LatentAttention { at: at_op(at, r) });
     }
     for &r in &ops {
@@ -89,10 +89,11 @@ pub fn attention(m: &Matcher, x: TensorId, h: TensorId, at: Site) -> Result<(), 
     Ok(())
 }
 
-/// A matvec that projects up from a normed projection (through slices and reshapes): the
-/// decompression of a latent (`q_b_proj` after `q_a_layernorm`, `kv_b_proj` after
-/// `kv_a_layernorm`).
-fn is_latent_projection(g: &Graph, m: &Matcher, r: usize) -> bool {
+/// A matvec that projects up from a normed projection of the block's input `input` (through slices
+/// and reshapes): the decompression of a latent (`q_b_proj` after `q_a_layernorm` of
+/// `q_a_proj(x)`, `kv_b_proj` after `kv_a_layernorm` of `kv_a_proj_with_mqa(x)`). A norm of any
+/// other projection (a block's output projection read by a miswired norm) is no latent.
+fn is_latent_projection(g: &Graph, m: &Matcher, r: usize, input: TensorId) -> bool {
     let op = &g.ops[r];
     if op.kind != OpKind::MatVec {
         return false;
@@ -111,7 +112,11 @@ fn is_latent_projection(g: &Graph, m: &Matcher, r: usize) -> bool {
     if !matches!(g.ops[norm].kind, OpKind::RmsNorm { .. }) {
         return false;
     }
-    through(g.ops[norm].inputs[0]).is_some_and(|p| matches!(g.ops[p].kind, OpKind::MatVec | OpKind::Fused(_)))
+    through(g.ops[norm].inputs[0]).is_some_and(|p| match g.ops[p].kind {
+        OpKind::MatVec => g.ops[p].inputs.get(1) == Some(&input),
+        OpKind::Fused(_) => g.ops[p].inputs.first() == Some(&input),
+        _ => false,
+    })
 }
 
 /// A router with top-k in the FFN's region.
