@@ -1,7 +1,9 @@
-//! The command line: `graph`, `lower`, `run` and `check`.
+//! The command line: `graph`, `lower`, `run`, `check`, `corpus` and `explain`.
 
 mod args;
 mod check;
+mod corpus;
+mod explain;
 mod graph;
 mod lower;
 mod run;
@@ -17,6 +19,8 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Lower(a) => lower::lower(a),
         Command::Run(a) => run::run(a),
         Command::Check(a) => check::check(a),
+        Command::Corpus(a) => corpus::corpus(a),
+        Command::Explain(a) => explain::explain(a),
     };
     match result {
         Ok(code) => code,
