@@ -87,8 +87,9 @@ pub enum Mutation {
     /// among those of its kind, a projection of another constant (`WrongBinding`), two
     /// candidates (`AmbiguousOp`), a block's own tensor read from outside it (`StrayRead`), a
     /// fusion the change broke (`NotFusable`), a state written by the wrong op
-    /// (`WrongStateWrite`), a residual feeding a projection with no norm in between (read as a
-    /// norm-after layer, `NormAfterMixer`), an FFN whose projections changed (`NotSwiGlu`), or
+    /// (`WrongStateWrite`), a residual feeding a projection with no norm in between or a norm
+    /// reading a block's output (the shapes of a norm-after layer, `NormAfterMixer`), an FFN whose
+    /// projections changed (`NotSwiGlu`), or
     /// the value projection moved to another input, so that the query and key rows merge
     /// without it (`WrongArity`), or a norm made to read a projection of an attention block's
     /// input whose normed value is projected again, which is latent attention's shape
