@@ -10,12 +10,8 @@ use std::process::ExitCode;
 use super::CliError;
 use super::args::{CorpusArgs, CorpusCommand};
 use crate::r#gen::Case;
-use crate::r#gen::file::CaseFile;
+use crate::r#gen::file::{CaseFile, PLACEHOLDER};
 use crate::r#gen::oracle::judge;
-
-/// The placeholder `import` writes where the reviewer's prose goes; the corpus test refuses a
-/// file that still holds it.
-pub const PLACEHOLDER: &str = "TODO(review): say what this case caught and why, in prose.";
 
 pub fn corpus(a: CorpusArgs) -> Result<ExitCode, CliError> {
     match a.command {

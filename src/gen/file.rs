@@ -32,6 +32,10 @@ use crate::fuse::Symbol;
 use crate::ir::parse_graph;
 use crate::model::ModelSpec;
 
+/// The comment `stepcheck corpus import` writes where the reviewer's prose goes; the corpus test
+/// refuses a file that still holds it.
+pub const PLACEHOLDER: &str = "TODO(review): say what this case caught and why, in prose.";
+
 /// A case with its prose and the outcome it must have.
 #[derive(Clone, Debug)]
 pub struct CaseFile {
