@@ -162,3 +162,33 @@ impl<'a> arbitrary::Arbitrary<'a> for Case {
         Case::from_bytes(u.take_rest()).ok_or(arbitrary::Error::IncorrectFormat)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Case;
+
+    /// Bytes that draw cases of several families.
+    fn samples() -> Vec<Vec<u8>> {
+        (0u8..32).map(|i| (0..96u8).map(|k| k.wrapping_mul(37).wrapping_add(i.wrapping_mul(101))).collect()).collect()
+    }
+
+    #[test]
+    fn empty_bytes_make_no_case_and_any_other_bytes_make_one() {
+        assert!(Case::from_bytes(&[]).is_none());
+        for b in samples() {
+            assert!(Case::from_bytes(&b).is_some());
+        }
+        assert!(Case::from_bytes(&[0]).is_some_and(|c| c.mutation.is_none() && c.steps == super::STEPS));
+    }
+
+    #[cfg(feature = "arbitrary")]
+    #[test]
+    fn arbitrary_draws_the_same_cases_as_from_bytes() {
+        use arbitrary::{Arbitrary, Unstructured};
+        for b in samples() {
+            let a = Case::arbitrary_take_rest(Unstructured::new(&b)).expect("a case");
+            let f = Case::from_bytes(&b).expect("a case");
+            assert_eq!(format!("{a:?}"), format!("{f:?}"));
+        }
+    }
+}
