@@ -7,6 +7,7 @@ pub mod cli;
 pub mod engine;
 pub mod formats;
 pub mod fuse;
+pub mod r#gen;
 pub mod ir;
 pub mod model;
 #[cfg(test)]

@@ -29,6 +29,40 @@ pub enum Command {
     /// Whether the engine runs a model (config.json, model folder or .gguf), and every construct it
     /// has no unit for.
     Verdict(VerdictArgs),
+    /// The regression corpus: import a fuzz artifact as a case file, or review what changed.
+    Corpus(CorpusArgs),
+    /// Explain a case file: its spec, authored and lowered graphs, program or refusal, and verdict.
+    Explain(ExplainArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CorpusArgs {
+    #[command(subcommand)]
+    pub command: CorpusCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CorpusCommand {
+    /// Turn a fuzz artifact (libFuzzer's input bytes) into a case file with its current outcome.
+    Import {
+        /// The artifact.
+        artifact: PathBuf,
+        /// Where to write the case file (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Re-run every case file and show those whose outcome changed; exit 1 if any did.
+    Review {
+        /// The corpus folder.
+        #[arg(default_value = "tests/corpus")]
+        dir: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct ExplainArgs {
+    /// A case file (`tests/corpus/*.case`).
+    pub case: PathBuf,
 }
 
 /// Which interpreter runs a model.

@@ -1,4 +1,4 @@
-//! The command line: `graph`, `lower`, `run`, `check` and `verdict`.
+//! The command line: `graph`, `lower`, `run`, `check`, `verdict`, `corpus` and `explain`.
 
 /// Writes to stdout, returning the error (a closed pipe ends the command quietly).
 macro_rules! out {
@@ -18,6 +18,8 @@ macro_rules! outln {
 
 mod args;
 mod check;
+mod corpus;
+mod explain;
 mod graph;
 mod lower;
 mod run;
@@ -35,6 +37,8 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Run(a) => run::run(a),
         Command::Check(a) => check::check(a),
         Command::Verdict(a) => verdict::verdict(a),
+        Command::Corpus(a) => corpus::corpus(a),
+        Command::Explain(a) => explain::explain(a),
     };
     match result {
         Ok(code) => code,

@@ -10,6 +10,6 @@ mod validate;
 
 pub use graph::{Const, Def, Graph, GraphBuilder, State, StateKind, TensorDecl};
 pub use op::{Act, Fused, HeadMap, Op, OpKind, RopeStyle, ShapeError, TensorId};
-pub use parse::{ParseError, parse_graph};
+pub use parse::{ParseError, parse_binding, parse_graph, parse_op_kind};
 pub use ty::Ty;
 pub use validate::GraphError;

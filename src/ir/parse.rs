@@ -334,32 +334,9 @@ impl Parser {
         if !c.eat('=') {
             return Err(c.syntax("'=' and the checkpoint tensor the constant reads"));
         }
-        let tensor = c.bare_or_quoted("a checkpoint tensor name like blk.0.attn_q.weight after '='")?;
-        c.skip_ws();
-        let start = c.pos;
-        let view = match c.word().as_deref() {
-            None if c.at_end() => View::Whole,
-            Some("rows") => {
-                let start = c.count("the first row of 'rows a..b'")?;
-                if !c.eat_str("..") {
-                    return Err(c.syntax("'..' in 'rows a..b'"));
-                }
-                let end = c.count("the end row of 'rows a..b'")?;
-                View::Rows { start, end }
-            }
-            Some("head_half") => {
-                let head_dim = c.count("the head size of 'head_half head_dim half'")?;
-                let half = c.count("the half (0 or 1) of 'head_half head_dim half'")?;
-                View::HeadHalf { head_dim, half }
-            }
-            Some("expert") => View::Expert { index: c.count("the expert's index after 'expert'")? },
-            _ => {
-                c.pos = start;
-                return Err(c.syntax("a view (rows a..b, head_half d h or expert i) or the end of the line"));
-            }
-        };
+        let binding = binding(c)?;
         let tensor_id = self.declare(name, ty, c.line, column)?;
-        self.consts.push(Const { tensor: tensor_id, binding: Binding { tensor, view } });
+        self.consts.push(Const { tensor: tensor_id, binding });
         c.end()
     }
 
@@ -484,6 +461,66 @@ fn op_schema(name: &str) -> Option<(&'static str, &'static [&'static str])> {
         return Some((a.name(), &[]));
     }
     OPS.iter().find(|(n, _)| *n == name).copied()
+}
+
+/// Reads an op kind with its attributes as an op line writes them after `=`, e.g.
+/// `rope(theta=500.0, rotary_dims=8, style=neox)`; the whole text must be the kind.
+pub fn parse_op_kind(text: &str) -> Result<OpKind, ParseError> {
+    let mut c = Cursor::new(text, 1);
+    c.skip_ws();
+    let column = c.column();
+    let Some(name) = c.word() else {
+        return Err(c.syntax("an op name like matvec"));
+    };
+    let Some((op, allowed)) = op_schema(&name) else {
+        return Err(ParseError::UnknownOp { line: 1, column, name });
+    };
+    let mut attrs = Attrs { op, line: 1, column, given: vec![] };
+    if c.peek() == Some('(') {
+        c.pos += 1;
+        attrs.read(&mut c, allowed)?;
+    }
+    let kind = attrs.kind()?;
+    c.end()?;
+    Ok(kind)
+}
+
+/// Reads a binding as a const line writes it after `=`: a checkpoint tensor and its view, e.g.
+/// `blk.1.attn_qkv.weight rows 0..16`; the whole text must be the binding.
+pub fn parse_binding(text: &str) -> Result<Binding, ParseError> {
+    let mut c = Cursor::new(text, 1);
+    let b = binding(&mut c)?;
+    c.end()?;
+    Ok(b)
+}
+
+/// A checkpoint tensor and its view, up to the end of the line.
+fn binding(c: &mut Cursor) -> Result<Binding, ParseError> {
+    let tensor = c.bare_or_quoted("a checkpoint tensor name like blk.0.attn_q.weight after '='")?;
+    c.skip_ws();
+    let start = c.pos;
+    let view = match c.word().as_deref() {
+        None if c.at_end() => View::Whole,
+        Some("rows") => {
+            let start = c.count("the first row of 'rows a..b'")?;
+            if !c.eat_str("..") {
+                return Err(c.syntax("'..' in 'rows a..b'"));
+            }
+            let end = c.count("the end row of 'rows a..b'")?;
+            View::Rows { start, end }
+        }
+        Some("head_half") => {
+            let head_dim = c.count("the head size of 'head_half head_dim half'")?;
+            let half = c.count("the half (0 or 1) of 'head_half head_dim half'")?;
+            View::HeadHalf { head_dim, half }
+        }
+        Some("expert") => View::Expert { index: c.count("the expert's index after 'expert'")? },
+        _ => {
+            c.pos = start;
+            return Err(c.syntax("a view (rows a..b, head_half d h or expert i) or the end of the line"));
+        }
+    };
+    Ok(Binding { tensor, view })
 }
 
 /// The attributes given on an op's line.

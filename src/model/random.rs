@@ -8,8 +8,11 @@ use super::spec::ModelSpec;
 /// not depend on how many threads draw them.
 const CHUNK: usize = 1 << 16;
 
+/// Below this many values a checkpoint is drawn on the calling thread.
+const SMALL: usize = 1 << 18;
+
 /// A checkpoint of seeded random weights for `spec`: deterministic in `(spec, seed)`, O(1) scales
-/// (see [`Init`]). Chunks are drawn on all cores.
+/// (see [`Init`]). Chunks are drawn on all cores, or on the calling thread for a small checkpoint.
 pub fn random_checkpoint(spec: &ModelSpec, seed: u64) -> Checkpoint {
     let infos = layout(spec);
     let mut tensors: Vec<(TensorInfo, Vec<f32>)> = infos
@@ -26,7 +29,16 @@ pub fn random_checkpoint(spec: &ModelSpec, seed: u64) -> Checkpoint {
             jobs.push((stream, info.init, c, chunk));
         }
     }
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).max(1);
+    // A small checkpoint is filled on this thread: spawning costs more than filling it.
+    let values: usize = jobs.iter().map(|j| j.3.len()).sum();
+    let threads =
+        if values < SMALL { 1 } else { std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).max(1) };
+    if threads == 1 {
+        for (stream, init, c, chunk) in jobs.iter_mut() {
+            fill(chunk, *init, splitmix(*stream ^ splitmix(*c as u64)));
+        }
+        return checkpoint(tensors);
+    }
     let per = jobs.len().div_ceil(threads).max(1);
     std::thread::scope(|s| {
         let mut rest = jobs.as_mut_slice();
@@ -40,6 +52,10 @@ pub fn random_checkpoint(spec: &ModelSpec, seed: u64) -> Checkpoint {
             });
         }
     });
+    checkpoint(tensors)
+}
+
+fn checkpoint(tensors: Vec<(TensorInfo, Vec<f32>)>) -> Checkpoint {
     let mut ckpt = Checkpoint::default();
     for (info, data) in tensors {
         ckpt.insert(info.name, Tensor { shape: info.shape, data });

@@ -73,10 +73,8 @@ impl Lowering<'_> {
 
     fn step(&mut self) -> Result<Program, LowerError> {
         let mut h = self.embedding()?;
-        let mut layer = 0;
-        while !self.reaches_final_norm(h) {
+        for layer in 0..self.layer_count() {
             h = self.layer(layer, h)?;
-            layer += 1;
         }
         self.advance()?;
         let logits = self.head(h)?;
@@ -100,9 +98,11 @@ impl Lowering<'_> {
         })
     }
 
-    /// Whether the residual `h` is read by the final norm (no more layers).
-    fn reaches_final_norm(&self, h: TensorId) -> bool {
-        reaches_final_norm(self.m.graph, self.m.uses, h)
+    /// How many layers the step has: one more than the highest layer a state belongs to (every
+    /// layer's mixer carries state). Read off the state, not off the final norm's binding, so that
+    /// a norm bound to the wrong tensor is refused where it is instead of moving the step's end.
+    fn layer_count(&self) -> usize {
+        self.graph().states.iter().filter_map(|s| s.layer).max().map_or(0, |l| l.saturating_add(1))
     }
 
     fn find(
@@ -263,7 +263,7 @@ impl Lowering<'_> {
     fn attention(&mut self, l: usize, x: TensorId, h: TensorId) -> Result<TensorId, LowerError> {
         let at = site(BlockKind::Attention, Some(l));
         let ops = refusals::region(&self.m, x, h);
-        first(refusals::attention(&self.m, &ops, at))?;
+        first(refusals::attention(&self.m, &ops, x, at))?;
         let g = self.m.graph;
         let bound = |what: &str, half: bool| {
             let tensor = crate::model::names::blk(l, what);

@@ -69,13 +69,14 @@ pub fn is_norm(kind: &OpKind) -> bool {
     matches!(kind, OpKind::RmsNorm { .. } | OpKind::LayerNorm { .. })
 }
 
-/// In an attention block's region `ops`: latent attention (once); per attention op, sinks, a
+/// In an attention block's region `ops`, whose input is `input` (the mixer norm's output): latent
+/// attention (once); per attention op, sinks, a
 /// sliding window and a score scale other than 1/√head_dim; then, once each, interleaved RoPE,
 /// scaled RoPE (frequencies given, not θ) and a bias (a constant added in the block).
-pub fn attention(m: &Matcher, ops: &[usize], at: Site) -> Vec<LowerError> {
+pub fn attention(m: &Matcher, ops: &[usize], input: TensorId, at: Site) -> Vec<LowerError> {
     let g = m.graph;
     let mut out = vec![];
-    if let Some(&r) = ops.iter().find(|&&r| is_latent_projection(g, m, r)) {
+    if let Some(&r) = ops.iter().find(|&&r| is_latent_projection(g, m, r, input)) {
         out.push(LowerError::LatentAttention { at: at_op(at, r) });
     }
     for &r in ops {
@@ -119,10 +120,11 @@ pub fn attention(m: &Matcher, ops: &[usize], at: Site) -> Vec<LowerError> {
     out
 }
 
-/// A matvec that projects up from a normed projection (through slices and reshapes): the
-/// decompression of a latent (`q_b_proj` after `q_a_layernorm`, `kv_b_proj` after
-/// `kv_a_layernorm`).
-fn is_latent_projection(g: &Graph, m: &Matcher, r: usize) -> bool {
+/// A matvec that projects up from a normed projection of the block's input `input` (through slices
+/// and reshapes): the decompression of a latent (`q_b_proj` after `q_a_layernorm` of
+/// `q_a_proj(x)`, `kv_b_proj` after `kv_a_layernorm` of `kv_a_proj_with_mqa(x)`). A norm of any
+/// other projection (a block's output projection read by a miswired norm) is no latent.
+fn is_latent_projection(g: &Graph, m: &Matcher, r: usize, input: TensorId) -> bool {
     let op = &g.ops[r];
     if op.kind != OpKind::MatVec {
         return false;
@@ -141,7 +143,11 @@ fn is_latent_projection(g: &Graph, m: &Matcher, r: usize) -> bool {
     if !matches!(g.ops[norm].kind, OpKind::RmsNorm { .. }) {
         return false;
     }
-    through(g.ops[norm].inputs[0]).is_some_and(|p| matches!(g.ops[p].kind, OpKind::MatVec | OpKind::Fused(_)))
+    through(g.ops[norm].inputs[0]).is_some_and(|p| match g.ops[p].kind {
+        OpKind::MatVec => g.ops[p].inputs.get(1) == Some(&input),
+        OpKind::Fused(_) => g.ops[p].inputs.first() == Some(&input),
+        _ => false,
+    })
 }
 
 /// A router with top-k in the FFN's region `ops`.

@@ -68,7 +68,9 @@ fn scan_layer(m: &Matcher, layer: usize, h: TensorId, out: &mut Vec<LowerError>)
     out.extend(refusals::missing_pre_norm(m, h, at(BlockKind::MixerNorm)));
     let has = |k: StateKind| m.graph.states.iter().any(|s| s.kind == k && s.layer == Some(layer));
     if !(has(StateKind::Conv) || has(StateKind::Recurrent)) {
-        out.extend(refusals::attention(m, &between(m, h, add), at(BlockKind::Attention)));
+        let x = m.uses.readers(h).iter().find(|&&r| refusals::is_norm(&m.graph.ops[r].kind));
+        let x = x.and_then(|&r| m.graph.ops[r].outputs.first().copied()).unwrap_or(h);
+        out.extend(refusals::attention(m, &between(m, h, add), x, at(BlockKind::Attention)));
     }
     out.extend(norm_before_add(m, y, at(BlockKind::MixerAdd)));
     let (add, h2, f) = residual_add(m, h1)?;

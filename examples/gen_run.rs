@@ -1,0 +1,64 @@
+//! Runs the oracle over generated cases without libFuzzer: `cargo run --release --example gen_run
+//! -- [CASES] [FIRST]`. Each case is drawn from 256 pseudo-random bytes of its index; statistics
+//! print every 10,000 cases and each failure prints with its case file, ready for the corpus.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use stepcheck::r#gen::Case;
+use stepcheck::r#gen::file::CaseFile;
+use stepcheck::r#gen::oracle::{Inconclusive, Judgement, Stats, judge};
+
+fn bytes(index: u64) -> Vec<u8> {
+    let mut z = index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+    (0..256)
+        .map(|_| {
+            z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut x = z;
+            x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (x ^ (x >> 31)) as u8
+        })
+        .collect()
+}
+
+fn main() {
+    let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let (cases, first) = (args.first().copied().unwrap_or(10_000), args.get(1).copied().unwrap_or(0));
+    let mut stats = Stats::default();
+    let mut failures_by_kind: BTreeMap<String, usize> = BTreeMap::new();
+    let mut inconclusive: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut reduced_accepted = 0;
+    let t0 = Instant::now();
+    for i in first..first + cases {
+        let Some(case) = Case::from_bytes(&bytes(i)) else { continue };
+        let j = judge(&case);
+        stats.record(&j);
+        if matches!(j, Judgement::Agreed { .. } | Judgement::Inconclusive(_)) && case.numerics != Default::default() {
+            reduced_accepted += 1;
+        }
+        if let Judgement::Inconclusive(why) = &j {
+            let kind = match why {
+                Inconclusive::NonFinite { .. } => "non-finite",
+                Inconclusive::ReducedStorage { .. } => "reduced storage",
+                Inconclusive::IllConditioned { .. } => "ill-conditioned f32",
+            };
+            *inconclusive.entry(kind).or_default() += 1;
+        }
+        if j.is_failure() {
+            let kind = case.mutation.as_ref().map_or("none", |m| m.kind_name()).to_string();
+            let n = failures_by_kind.entry(kind).or_default();
+            *n += 1;
+            if *n <= 3 {
+                let file = CaseFile { comment: vec![format!("case {i}: {j}")], outcome: Some(j.outcome_line()), case };
+                println!("{file}");
+            }
+        }
+        if stats.cases % 10_000 == 0 {
+            eprintln!("{stats} ({:.1?})", t0.elapsed());
+        }
+    }
+    eprintln!("{stats} in {:.1?} ({:.0} µs a case)", t0.elapsed(), t0.elapsed().as_secs_f64() * 1e6 / cases as f64);
+    eprintln!("failures by mutation kind: {failures_by_kind:?}");
+    eprintln!("inconclusive: {inconclusive:?}, of {reduced_accepted} accepted at reduced storage");
+}

@@ -1,0 +1,287 @@
+//! The oracle: the two sentences the gate exists for, checked on one case.
+//!
+//! Every accepted program computes what its graph computes: when `lower_graph_with` accepts a
+//! case's graph, both interpreters run it over the case's tokens on the seeded random checkpoint
+//! of its spec, and a disagreement is a soundness failure with its witness. Every refused graph
+//! names the right error: the `LowerError` variant and its place (block and layer) must be one the
+//! case allows ([`super::Case::expected`]). A comparison that concludes nothing is counted as
+//! inconclusive, never passed as agreement: the reference went NaN or Inf; or the engine is off by
+//! more than the tolerance in a way the program's structure does not explain ([`Inconclusive`]:
+//! reduced storage where the same graph agrees at f32; an f32 graph that amplifies one ulp of its
+//! weights beyond what an f32 comparison can bound).
+
+use std::fmt;
+
+use super::case::{Case, Input};
+use super::mutation::Stage;
+use super::outcome::{Expected, Outcome};
+pub use super::stats::Stats;
+use crate::check::{Verdict, Witness, compare};
+use crate::engine::lower::{LowerError, lower_graph_with};
+use crate::engine::{Numerics, Program};
+use crate::ir::Graph;
+use crate::ir::interp::Runner;
+use crate::model::Checkpoint;
+use crate::model::author::decode_step;
+use crate::model::random::random_checkpoint;
+
+/// Every stage of a case: the authored graph, the graph `lower_graph` reads, and what it made of it.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    /// The step the author wrote (for a spec), before any mutation.
+    pub authored: Option<Graph>,
+    /// The graph the engine's shim left and `lower_graph_with` read (mutated at its stage).
+    pub fused: Graph,
+    pub lowered: Result<Program, LowerError>,
+}
+
+/// Runs a case up to the lowering: author (or take the graph), mutate before or after the shim as
+/// the mutation says, apply the shim, lower. An error says why the case cannot be run at all.
+pub fn trace(case: &Case) -> Result<Trace, String> {
+    let shim = case.shim();
+    let (authored, graph) = match &case.input {
+        Input::Spec(spec) => {
+            let g = decode_step(spec).map_err(|e| format!("the author refused the spec: {e}"))?;
+            (Some(g.clone()), g)
+        }
+        Input::Graph { graph, .. } => (None, graph.clone()),
+    };
+    let mutate = |g: Graph, at: Stage| match &case.mutation {
+        Some(m) if m.stage() == at => m.apply(&g).ok_or_else(|| format!("the mutation `{m}` does not apply")),
+        _ => Ok(g),
+    };
+    let fused = mutate(shim.prepare(&mutate(graph, Stage::Authored)?), Stage::Fused)?;
+    let lowered = lower_graph_with(&fused, case.numerics, &shim);
+    Ok(Trace { authored, fused, lowered })
+}
+
+/// What the oracle found on a case.
+#[derive(Clone, Debug)]
+pub enum Judgement {
+    /// Accepted, as the case allows, and the interpreters agree.
+    Agreed { verdict: Verdict },
+    /// Refused, as the case allows.
+    Refused { error: LowerError },
+    /// Accepted, as the case allows, but the comparison concluded nothing, and why.
+    Inconclusive(Inconclusive),
+    /// A failure of the gate.
+    Failure(Failure),
+}
+
+/// A failure of the gate on a case.
+#[derive(Clone, Debug)]
+pub enum Failure {
+    /// Accepted, and the program computes something else than the graph: the witness.
+    Unsound { witness: Witness, program: String },
+    /// An outcome the case does not allow (with the refusal's message when refused).
+    WrongOutcome { expected: Expected, found: Outcome, message: String },
+    /// The case could not be run: the author refused its spec, its mutation did not apply, or
+    /// the interpreters could not start.
+    Broken { why: String },
+}
+
+/// Runs `case` through the pipeline and judges it: see the module documentation.
+pub fn judge(case: &Case) -> Judgement {
+    let expected = case.expected();
+    let t = match trace(case) {
+        Ok(t) => t,
+        Err(why) => return Judgement::Failure(Failure::Broken { why }),
+    };
+    let outcome = Outcome::of(&t.lowered);
+    let wrong = |message: String| {
+        expected
+            .as_ref()
+            .filter(|e| !e.admits(&outcome))
+            .map(|e| Judgement::Failure(Failure::WrongOutcome { expected: e.clone(), found: outcome.clone(), message }))
+    };
+    let program = match t.lowered {
+        Err(error) => return wrong(error.to_string()).unwrap_or(Judgement::Refused { error }),
+        Ok(p) => p,
+    };
+    let Some(spec) = case.spec() else {
+        return Judgement::Failure(Failure::Broken {
+            why: "the graph was accepted, but the case names no spec to make its checkpoint from".into(),
+        });
+    };
+    let checkpoint = random_checkpoint(spec, case.seed);
+    let verdict = match compare(&t.fused, &program, &checkpoint, &case.tokens()) {
+        Ok(v) => v,
+        Err(e) => return Judgement::Failure(Failure::Broken { why: format!("the check could not run: {e}") }),
+    };
+    let tokens = case.tokens();
+    let settled = match verdict {
+        Verdict::Disagree(witness) if case.numerics != Numerics::F32 => {
+            // Reduced storage: the tolerance is measured, not proved. The same graph at f32 decides
+            // whether the program computes what the graph says.
+            let at_f32 = lower_graph_with(&t.fused, Numerics::F32, &case.shim())
+                .map_err(|e| e.to_string())
+                .and_then(|p| compare(&t.fused, &p, &checkpoint, &tokens).map(|v| (p, v)).map_err(|e| e.to_string()));
+            match at_f32 {
+                Ok((_, f32 @ Verdict::Agree { .. })) => {
+                    Ok(Inconclusive::ReducedStorage { verdict: Verdict::Disagree(witness), at_f32: f32 })
+                }
+                Ok((p, Verdict::Disagree(w))) => at_f32_disagreement(w, p.to_string(), &t.fused, &checkpoint, &tokens),
+                _ => Err(Failure::Unsound { witness, program: program.to_string() }),
+            }
+        }
+        Verdict::Disagree(witness) => at_f32_disagreement(witness, program.to_string(), &t.fused, &checkpoint, &tokens),
+        Verdict::Inconclusive { .. } => Ok(Inconclusive::NonFinite { verdict }),
+        v => return wrong(format!("the program was accepted ({v})")).unwrap_or(Judgement::Agreed { verdict: v }),
+    };
+    match settled {
+        Err(f) => Judgement::Failure(f),
+        Ok(why) => wrong(format!("the program was accepted ({why})")).unwrap_or(Judgement::Inconclusive(why)),
+    }
+}
+
+/// Why an accepted case's comparison concluded nothing.
+#[derive(Clone, Debug)]
+pub enum Inconclusive {
+    /// The reference went NaN or Inf.
+    NonFinite { verdict: Verdict },
+    /// At reduced storage the engine is off the reference by more than the tolerance measured on
+    /// the reference, while the same graph lowered at f32 agrees: the program's structure is right,
+    /// and the divergence is rounding the measured tolerance did not bound.
+    ReducedStorage { verdict: Verdict, at_f32: Verdict },
+    /// At f32 the engine is off by more than the fixed f32 tolerance, but by less than
+    /// [`ILL_CONDITIONED`] times what the reference itself moves when every weight moves by one
+    /// unit roundoff (`per_ulp`, relative to the tensor's scale): the graph amplifies rounding
+    /// beyond what an f32 comparison can bound (tiny heads, a norm of a near-zero vector).
+    IllConditioned { verdict: Verdict, per_ulp: f64 },
+}
+
+/// How many times the reference's own sensitivity to a one-ulp change of every weight an f32
+/// disagreement must exceed to be a soundness failure. The engine rounds every value it computes
+/// by up to one ulp, many times along each path, which the weight perturbation does not model; a
+/// well-conditioned graph moves by about one ulp of its scale per ulp, so the bound (≈ 6·10⁻⁵ of
+/// the scale) stays under the fixed f32 tolerance and never excuses it. A wrong program is off by
+/// 0.1–1 of the scale (every bug class the gate is meant to catch), which exceeds the bound
+/// unless one ulp on every weight moves the reference by 10⁻⁴ of its scale: a graph no f32
+/// comparison can judge.
+pub const ILL_CONDITIONED: f64 = 1024.0;
+
+/// A disagreement at f32: unsound, unless the graph is ill-conditioned enough to explain it.
+fn at_f32_disagreement(
+    witness: Witness,
+    program: String,
+    graph: &Graph,
+    checkpoint: &Checkpoint,
+    tokens: &[u32],
+) -> Result<Inconclusive, Failure> {
+    let scale = witness.tolerance / crate::check::tolerance(None);
+    let error = (witness.engine - witness.reference).abs() / scale;
+    match sensitivity_per_ulp(graph, checkpoint, tokens) {
+        Some(per_ulp) if error <= ILL_CONDITIONED * per_ulp * F32_U => {
+            Ok(Inconclusive::IllConditioned { verdict: Verdict::Disagree(witness), per_ulp })
+        }
+        _ => Err(Failure::Unsound { witness, program }),
+    }
+}
+
+/// The unit roundoff of f32, 2⁻²⁴.
+const F32_U: f64 = 1.0 / 16_777_216.0;
+
+/// How far the reference moves, relative to each tensor's scale (`max(1, max |x|)`), over its
+/// logits of every step and its final state, when every checkpoint value `x` becomes `x·(1 ± u)`
+/// (signs from a fixed sequence), per unit of `u`, at `u = 2⁻²⁰`.
+fn sensitivity_per_ulp(graph: &Graph, checkpoint: &Checkpoint, tokens: &[u32]) -> Option<f64> {
+    let u = 2f64.powi(-20);
+    let run = |c: &Checkpoint| -> Option<Vec<Vec<f64>>> {
+        let mut r = Runner::new(graph, c).ok()?;
+        let mut out = tokens.iter().map(|&t| r.step(t).ok()).collect::<Option<Vec<_>>>()?;
+        out.extend(r.state().entries.into_iter().map(|e| e.values));
+        Some(out)
+    };
+    let (a, b) = (run(checkpoint)?, run(&perturbed(checkpoint, u))?);
+    let rel = |x: &[f64], y: &[f64]| {
+        let scale = x.iter().fold(1f64, |m, v| m.max(v.abs()));
+        x.iter().zip(y).map(|(p, q)| (p - q).abs() / scale).filter(|d| d.is_finite()).fold(0f64, f64::max)
+    };
+    Some(a.iter().zip(&b).map(|(x, y)| rel(x, y)).fold(0f64, f64::max) / u)
+}
+
+/// `checkpoint` with every value `x` made `x·(1 ± u)`, the sign drawn from a fixed sequence.
+fn perturbed(checkpoint: &Checkpoint, u: f64) -> Checkpoint {
+    let mut out = checkpoint.clone();
+    let mut bits = 0x2545_F491_4F6C_DD1Du64;
+    for t in out.tensors.values_mut() {
+        for x in &mut t.data {
+            bits ^= bits << 13;
+            bits ^= bits >> 7;
+            bits ^= bits << 17;
+            let sign = if bits & 1 == 0 { 1.0 } else { -1.0 };
+            *x = (f64::from(*x) * (1.0 + sign * u)) as f32;
+        }
+    }
+    out
+}
+
+impl fmt::Display for Inconclusive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Inconclusive::NonFinite { verdict } => write!(f, "{verdict}"),
+            Inconclusive::ReducedStorage { verdict, at_f32 } => write!(
+                f,
+                "inconclusive at reduced storage: {verdict}, beyond the tolerance measured on the reference, \
+                 while at f32 the program agrees ({at_f32})"
+            ),
+            Inconclusive::IllConditioned { verdict, per_ulp } => write!(
+                f,
+                "inconclusive, ill-conditioned: {verdict}, while one ulp on every weight moves the reference by \
+                 {per_ulp:.2e} ulp of its scale"
+            ),
+        }
+    }
+}
+
+impl Judgement {
+    /// Whether the gate failed on the case: an unsound program, an outcome the case does not
+    /// allow, or a case that could not run.
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Judgement::Failure(_))
+    }
+
+    /// What `lower_graph` did, when it ran.
+    pub fn outcome(&self) -> Option<Outcome> {
+        match self {
+            Judgement::Agreed { .. } | Judgement::Inconclusive(_) => Some(Outcome::Accepted),
+            Judgement::Refused { error } => Some(Outcome::refused(error)),
+            Judgement::Failure(Failure::Unsound { .. }) => Some(Outcome::Accepted),
+            Judgement::Failure(Failure::WrongOutcome { found, .. }) => Some(found.clone()),
+            Judgement::Failure(Failure::Broken { .. }) => None,
+        }
+    }
+
+    /// The line a corpus file states for this judgement: `accepted` only when the interpreters
+    /// agree, else `accepted, but …`; a refusal as its outcome; a broken case as `broken: …`.
+    pub fn outcome_line(&self) -> String {
+        match self {
+            Judgement::Agreed { .. } => "accepted".into(),
+            Judgement::Inconclusive(why) => format!("accepted, but {why}"),
+            Judgement::Failure(Failure::Unsound { witness, .. }) => {
+                format!("accepted, but {}", Verdict::Disagree(witness.clone()))
+            }
+            Judgement::Failure(Failure::Broken { why }) => format!("broken: {why}"),
+            _ => self.outcome().map(|o| o.to_string()).unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for Judgement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Judgement::Agreed { verdict } => write!(f, "accepted: {verdict}"),
+            Judgement::Refused { error } => write!(f, "{}: {error}", Outcome::refused(error)),
+            Judgement::Inconclusive(why) => write!(f, "accepted: {why}"),
+            Judgement::Failure(Failure::Unsound { witness, program }) => write!(
+                f,
+                "SOUNDNESS FAILURE: the program was accepted and computes something else than its graph: {}\n{program}",
+                Verdict::Disagree(witness.clone())
+            ),
+            Judgement::Failure(Failure::WrongOutcome { expected, found, message }) => {
+                write!(f, "WRONG OUTCOME: expected {expected}, found {found}: {message}")
+            }
+            Judgement::Failure(Failure::Broken { why }) => write!(f, "BROKEN CASE: {why}"),
+        }
+    }
+}

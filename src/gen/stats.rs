@@ -1,0 +1,52 @@
+//! `Stats`: running counts of what the oracle found, for a fuzz target or a long test to print.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::oracle::Judgement;
+
+/// Counts of judgements: accepted (agreeing), refused by `LowerError` variant, inconclusive, and
+/// failures of the gate.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub cases: u64,
+    pub accepted: u64,
+    pub refused: BTreeMap<&'static str, u64>,
+    pub inconclusive: u64,
+    pub failures: u64,
+}
+
+impl Stats {
+    /// Counts one judgement.
+    pub fn record(&mut self, j: &Judgement) {
+        self.cases += 1;
+        match j {
+            Judgement::Agreed { .. } => self.accepted += 1,
+            Judgement::Refused { error } => *self.refused.entry(error.name()).or_default() += 1,
+            Judgement::Inconclusive(_) => self.inconclusive += 1,
+            Judgement::Failure(_) => self.failures += 1,
+        }
+    }
+
+    /// How many cases were refused, in all.
+    pub fn refused_total(&self) -> u64 {
+        self.refused.values().sum()
+    }
+}
+
+impl fmt::Display for Stats {
+    /// One line: `10000 cases: 2874 accepted, 7100 refused (WrongOp 1200, …), 26 inconclusive, 0 failures`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let refused: Vec<String> = self.refused.iter().map(|(v, n)| format!("{v} {n}")).collect();
+        write!(
+            f,
+            "{} cases: {} accepted, {} refused ({}), {} inconclusive, {} failures",
+            self.cases,
+            self.accepted,
+            self.refused_total(),
+            refused.join(", "),
+            self.inconclusive,
+            self.failures
+        )
+    }
+}
