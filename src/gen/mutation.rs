@@ -104,8 +104,9 @@ pub enum Mutation {
     /// norm, of the gated norm, of both q/k norms of an attention block; θ and rotary dims set on
     /// both RoPEs of a block. Otherwise refused at the op's block: `WrongAttribute` where the unit
     /// fixes the attribute (one q/k norm or RoPE apart from its twin, the l2 norms' eps, the query
-    /// scale, the attention scale, head maps, interleaved RoPE, the output gate's or gated norm's
-    /// activation); `SlidingWindow` for a window; `NotSwiGlu` for the FFN's activation;
+    /// scale, head maps, the output gate's or gated norm's activation); `AttentionScale` for the
+    /// attention's scale and `InterleavedRope` for both RoPEs made interleaved, the constructs the
+    /// lowering names; `SlidingWindow` for a window; `NotSwiGlu` for the FFN's activation;
     /// `NotFusable` where the op belongs to a fusion pattern it no longer matches (the conv's
     /// SiLU, the gates' softplus, bias add and decay product, the products of a gated
     /// activation, the gates' sigmoid made a softplus); `WrongOp` where the op is no longer the
@@ -275,6 +276,8 @@ impl Mutation {
                         *t = input;
                     }
                 }
+                // The bypassed op's output is declared still, with no writer and no reader.
+                g.compact();
             }
             Mutation::Duplicate { op, .. } => {
                 let i = writer(&g, op)?;
@@ -480,8 +483,12 @@ fn set_expected(ops: &[String], kind: &OpKind, at: Place) -> Expected {
         (_, "q.rope" | "k.rope", OpKind::Rope { style: RopeStyle::Neox, .. }) if both("q.rope", "k.rope") => {
             Expected::accepted()
         }
+        (_, "q.rope" | "k.rope", OpKind::Rope { style: RopeStyle::Interleaved, .. }) if both("q.rope", "k.rope") => {
+            refused("InterleavedRope")
+        }
         (_, "q.rope" | "k.rope", OpKind::Rope { .. }) => refused("WrongAttribute"),
         (_, "attn", OpKind::Attention { window: Some(_), .. }) => refused("SlidingWindow"),
+        (_, "attn", OpKind::Attention { head_map: HeadMap::Grouped, .. }) => refused("AttentionScale"),
         (_, "attn", OpKind::Attention { .. }) => refused("WrongAttribute"),
         (_, "state.next", OpKind::DeltaRule { .. }) => refused("WrongAttribute"),
         (_, "q.scaled", OpKind::Scale { .. }) => refused("WrongAttribute"),
