@@ -172,6 +172,21 @@ fn cases() -> Vec<Case> {
             "WrongAttribute",
             (DeltaNet, l(1), Some("l1.o.gated")),
         ),
+        // The conv's channels are the query, key and value channels in that order, each whole.
+        case(
+            "the value channels start one channel early, on the last key channel",
+            set_kind(engine(tiny()), "l1.v.flat", OpKind::Slice { start: 31, end: 79 }),
+            "WrongOp",
+            (DeltaNet, l(1), Some("l1.v.flat")),
+        ),
+        // Where a fused symbol is expected, only the ops its pattern starts from are named as
+        // unfused; any other op is the wrong op.
+        case(
+            "the SwiGLU product is an add",
+            set_kind(engine(tiny()), "l0.ffn.hidden", OpKind::Add),
+            "WrongOp",
+            (Ffn, l(0), None),
+        ),
         // The engine splits attn_q's heads at the head size of its halves: the query heads must
         // have that size.
         case(
