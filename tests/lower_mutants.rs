@@ -7,8 +7,10 @@
 use stepcheck::engine::lower::{LowerError, Site, lower_graph};
 use stepcheck::engine::program::BlockKind::{self, *};
 use stepcheck::engine::{Numerics, Program, shim::EngineShim};
+use stepcheck::ir::interp::Runner;
 use stepcheck::ir::{Act, Fused, Graph, Op, OpKind, RopeStyle, StateKind, TensorDecl, TensorId, Ty, parse_graph};
-use stepcheck::model::{author::decode_step, presets};
+use stepcheck::model::bind::Binding;
+use stepcheck::model::{author::decode_step, presets, random::random_checkpoint};
 
 // ---- The boundary: author, fuse, lower. ----
 
@@ -44,6 +46,18 @@ fn writer(g: &Graph, out: &str) -> usize {
 fn set_kind(mut g: Graph, op_writing: &str, kind: OpKind) -> Graph {
     let op = writer(&g, op_writing);
     g.ops[op].kind = kind;
+    g
+}
+
+fn rebind(mut g: Graph, constant: &str, binding: Binding) -> Graph {
+    let t = id(&g, constant);
+    g.consts.iter_mut().find(|c| c.tensor == t).expect("a constant").binding = binding;
+    g
+}
+
+fn rewire(mut g: Graph, op_writing: &str, operand: usize, to: &str) -> Graph {
+    let (op, t) = (writer(&g, op_writing), id(&g, to));
+    g.ops[op].inputs[operand] = t;
     g
 }
 
@@ -187,6 +201,20 @@ fn cases() -> Vec<Case> {
             "WrongOp",
             (Ffn, l(0), None),
         ),
+        // Root cause: the template checked which half each of attn_q's views is, not that both
+        // have one head size; the engine split both at the first's and disagreed with the graph.
+        case(
+            "a merged_qkv reading attn_q's query half of heads of 32 and gate half of heads of 16",
+            rebind(engine(tiny()), "blk.3.attn_q.gate", Binding::head_half("blk.3.attn_q.weight", 16, 1)),
+            "MergedNotContiguous",
+            (Attention, l(3), Some("l3.q.raw")),
+        ),
+        case(
+            "attn_q's halves of two head sizes, left to the shim",
+            engine(rebind(tiny(), "blk.3.attn_q.gate", Binding::head_half("blk.3.attn_q.weight", 16, 1))),
+            "NotFusable",
+            (Attention, l(3), Some("l3.q.raw")),
+        ),
         // The engine splits attn_q's heads at the head size of its halves: the query heads must
         // have that size.
         case(
@@ -223,4 +251,42 @@ fn attributes_a_unit_or_two_in_the_last_place_off_are_accepted() {
     let factor = 8f64.sqrt().recip() * (1.0 + 2.0 * f64::EPSILON);
     let g = engine(set_kind(tiny(), "l1.q.scaled", OpKind::Scale { factor }));
     lowered(&g).unwrap_or_else(|e| panic!("a query scale 2 units in the last place off: {e}"));
+}
+
+#[test]
+fn a_merge_the_shim_cannot_make_is_refused_saying_which_rows_do_not_follow() {
+    let kd = 16; // tiny: 2 key heads of 8
+    let g = engine(rebind(tiny(), "blk.1.attn_qkv.k", Binding::rows("blk.1.attn_qkv.weight", kd + 1, 2 * kd + 1)));
+    let err = lowered(&g).expect_err("the keys shifted by a row");
+    assert!(err.to_string().ends_with("rows 17..33 of blk.1.attn_qkv.weight do not follow row 16"), "{err}");
+    let g = engine(rebind(tiny(), "blk.1.attn_qkv.q", Binding::rows("blk.1.attn_qkv.weight", 1, kd + 1)));
+    let err = lowered(&g).expect_err("the queries shifted by a row");
+    assert!(err.to_string().contains("the first range of blk.1.attn_qkv.weight starts at row 1, not row 0"), "{err}");
+}
+
+/// The logits of `g` over a few tokens, by the reference interpreter, on tiny's random weights.
+fn reference_logits(g: &Graph) -> Vec<Vec<f64>> {
+    let ckpt = random_checkpoint(&presets::tiny(), 5);
+    let mut r = Runner::new(g, &ckpt).unwrap_or_else(|e| panic!("the reference does not run the graph: {e}"));
+    [3, 1, 4].into_iter().map(|t| r.step(t).expect("a step")).collect()
+}
+
+#[test]
+fn the_shim_never_fuses_away_a_tensor_the_step_still_reads() {
+    let cases = [
+        ("the SwiGLU product squares the activation", rewire(tiny(), "l0.ffn.hidden", 1, "l0.ffn.act")),
+        ("the logits are an activation a product reads", {
+            let g = append(tiny(), OpKind::Act(Act::Silu), &["logits"], "logits.act", Ty::tensor(&[97]));
+            let mut g = append(g, OpKind::Mul, &["logits.act", "logits"], "logits.dead", Ty::tensor(&[97]));
+            g.logits = id(&g, "logits.act");
+            g
+        }),
+    ];
+    for (what, g) in cases {
+        let f = fused(&g);
+        if let Err(e) = f.validate() {
+            panic!("{what}: the shim made an invalid graph: {e}");
+        }
+        assert_eq!(reference_logits(&f), reference_logits(&g), "{what}: the shim changed what the step computes");
+    }
 }
