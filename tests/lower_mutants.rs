@@ -170,7 +170,7 @@ fn cases() -> Vec<Case> {
                     head_map: stepcheck::ir::HeadMap::Grouped,
                 },
             )),
-            "WrongAttribute",
+            "AttentionScale",
             (Attention, l(0), Some("l0.attn")),
         ),
         // The gates: SiLU on the Gated-DeltaNet's gated norm, sigmoid on the attention's output.
