@@ -133,34 +133,7 @@ impl LowerError {
 
     /// Where it was found, when the error is about a place in the step.
     pub fn site(&self) -> Option<Site> {
-        use LowerError::*;
-        match self {
-            InvalidGraph(_) | RecurrentStateBelowF32 { .. } | UnreadOp { .. } => None,
-            WrongOp { at, .. }
-            | AmbiguousOp { at, .. }
-            | WrongTensor { at, .. }
-            | WrongBinding { at, .. }
-            | WrongAttribute { at, .. }
-            | WrongArity { at, .. }
-            | MissingState { at, .. }
-            | WrongStateWrite { at, .. }
-            | StrayRead { at, .. }
-            | UnknownMixer { at }
-            | Unfused { at, .. }
-            | NotFusable { at, .. }
-            | MergedNotContiguous { at, .. }
-            | NormAfterMixer { at }
-            | NotSwiGlu { at, .. }
-            | Experts { at }
-            | LatentAttention { at }
-            | AttentionSinks { at }
-            | SlidingWindow { at, .. }
-            | ScaledEmbedding { at, .. }
-            | InterleavedRope { at }
-            | AttentionScale { at, .. }
-            | ScaledRope { at }
-            | AttentionBias { at } => Some(*at),
-        }
+        self.clone().site_mut().copied()
     }
 
     /// Where it was found, to renumber: a config's layers may not all be the spec's.
