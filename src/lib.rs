@@ -1,6 +1,7 @@
 //! stepcheck: turns the decode step of a hybrid Gated-DeltaNet/attention model into an inference
 //! engine's program, and checks that the program computes what the step graph says.
 
+pub mod admission;
 pub mod check;
 pub mod cli;
 pub mod engine;
@@ -9,5 +10,7 @@ pub mod fuse;
 pub mod r#gen;
 pub mod ir;
 pub mod model;
+#[cfg(test)]
+mod planted;
 pub mod scalar;
 pub mod source;

@@ -1,11 +1,12 @@
 //! Reading `config.json`: every form of a Qwen3.5 dense config gives the spec it describes, and
-//! every config that does not describe one is refused with an error naming the field.
+//! every config that does not describe one is refused with an error naming the field or, for a
+//! construct a spec cannot state, the construct. (Every family's verdict: `tests/families.rs`.)
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use stepcheck::model::config::{ConfigError, spec_from_config_json};
+use stepcheck::model::config::{ConfigError, Construct, RopeScaling, spec_from_config_json};
 use stepcheck::model::presets;
-use stepcheck::model::spec::{Mixer, ModelSpec};
+use stepcheck::model::spec::{Ffn, Mixer, ModelSpec};
 
 /// The text config of `presets::tiny()`, as transformers 5 writes it for `Qwen3_5ForCausalLM`.
 fn tiny_text_config() -> Value {
@@ -164,6 +165,12 @@ fn every_form_reads_as_the_spec_it_describes() {
             presets::tiny(),
         ),
         ("null fields read as absent", with(text(), json!({"rope_parameters": Value::Null})), presets::tiny()),
+        (
+            "a GELU activation: a GeGLU FFN, which the lowering refuses",
+            with(text(), json!({"hidden_act": "gelu_pytorch_tanh"})),
+            tiny_with(|s| s.constructs.ffn = Ffn::GeGlu),
+        ),
+        ("attention_bias false", with(text(), json!({"attention_bias": false})), presets::tiny()),
     ];
     for (what, config, want) in cases {
         match read(&config) {
@@ -186,8 +193,8 @@ fn configs_that_describe_no_accepted_model_are_refused_by_name() {
         ("no model_type", with(text(), json!({"model_type": null})).to_string(), |e| {
             matches!(e, Missing { field } if field == "model_type")
         }),
-        ("unknown family", with(text(), json!({"model_type": "llama"})).to_string(), |e| {
-            matches!(e, UnsupportedFamily { model_type } if model_type == "llama")
+        ("unknown family", with(text(), json!({"model_type": "bloom"})).to_string(), |e| {
+            matches!(e, UnsupportedFamily { model_type } if model_type == "bloom")
         }),
         (
             "wrapper around another family's text config",
@@ -250,12 +257,17 @@ fn configs_that_describe_no_accepted_model_are_refused_by_name() {
                 json!({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}),
             ))
             .to_string(),
-            |e| matches!(e, UnsupportedRope { field, rope_type } if rope_type == "yarn" && field == "text_config.rope_parameters.rope_type"),
+            |e| matches!(e, Unsupported { construct: Construct::ScaledRope(RopeScaling::Yarn), field, .. } if field == "text_config.rope_parameters.rope_type"),
         ),
         (
             "llama3 RoPE in legacy rope_scaling",
             with(text(), json!({"rope_scaling": {"type": "llama3", "factor": 8.0}})).to_string(),
-            |e| matches!(e, UnsupportedRope { field, rope_type } if rope_type == "llama3" && field == "rope_scaling.type"),
+            |e| matches!(e, Unsupported { construct: Construct::ScaledRope(RopeScaling::Llama3), field, .. } if field == "rope_scaling.type"),
+        ),
+        (
+            "a RoPE type stepcheck does not know",
+            with(text(), json!({"rope_parameters": {"rope_type": "spiral"}})).to_string(),
+            |e| matches!(e, UnsupportedRope { field, rope_type } if rope_type == "spiral" && field == "rope_parameters.rope_type"),
         ),
         ("rope_parameters not an object", with(text(), json!({"rope_parameters": [1]})).to_string(), |e| {
             matches!(e, WrongType { field, .. } if field == "rope_parameters")
@@ -270,11 +282,11 @@ fn configs_that_describe_no_accepted_model_are_refused_by_name() {
             with(text(), json!({"rope_parameters": {"partial_rotary_factor": 1.5}})).to_string(),
             |e| matches!(e, BadValue { field, .. } if field == "rope_parameters.partial_rotary_factor"),
         ),
-        ("gelu FFN", with(text(), json!({"hidden_act": "gelu_pytorch_tanh"})).to_string(), |e| {
-            matches!(e, BadValue { field, .. } if field == "hidden_act")
+        ("an activation the graph has no op for", with(text(), json!({"hidden_act": "relu"})).to_string(), |e| {
+            matches!(e, Unsupported { construct: Construct::Activation, field, .. } if field == "hidden_act")
         }),
         ("attention biases", with(text(), json!({"attention_bias": true})).to_string(), |e| {
-            matches!(e, BadValue { field, .. } if field == "attention_bias")
+            matches!(e, Unsupported { family, construct: Construct::AttentionBias, field } if field == "attention_bias" && family == "qwen3_5_text")
         }),
         ("absurd layer count", with(text(), json!({"layer_types": null, "num_hidden_layers": 1u64 << 40})).to_string(), |e| {
             matches!(e, BadValue { field, .. } if field == "num_hidden_layers")

@@ -459,6 +459,90 @@ fn rope_turns_pairs_of_the_first_rotary_dims_by_position_times_frequency() {
 }
 
 #[test]
+fn rope_freqs_turns_pair_i_by_position_times_its_given_frequency_and_scales() {
+    let freqs = |scale, style| OpKind::RopeFreqs { inv_freq: vec![0.5, 2.0], scale, style };
+    let e = |i: usize| {
+        let mut x = [0f32; 6];
+        x[i] = 1.0;
+        t(&[1, 6], &x)
+    };
+    let x = || t(&[1, 6], &[1., 2., 3., 4., 5., 6.]);
+    let c = |a: f64| a.cos();
+    let sin = |a: f64| a.sin();
+    let cases: Vec<(&str, OpKind, Operand, u32, Vec<f64>)> = vec![
+        ("position 0 only scales the turned dims", freqs(2.0, RopeStyle::Neox), x(), 0, vec![2., 4., 6., 8., 5., 6.]),
+        (
+            "neox pair 0 is dims 0 and 2, 0.5 rad a step",
+            freqs(1.0, RopeStyle::Neox),
+            e(0),
+            3,
+            vec![c(1.5), 0., sin(1.5), 0., 0., 0.],
+        ),
+        (
+            "neox pair 1 is dims 1 and 3, 2 rad a step",
+            freqs(1.0, RopeStyle::Neox),
+            e(3),
+            1,
+            vec![0., -sin(2.), 0., c(2.), 0., 0.],
+        ),
+        (
+            "interleaved pair 1 is dims 2 and 3",
+            freqs(3.0, RopeStyle::Interleaved),
+            e(2),
+            1,
+            vec![0., 0., 3. * c(2.), 3. * sin(2.), 0., 0.],
+        ),
+        (
+            "dims past the pairs pass through unscaled",
+            freqs(3.0, RopeStyle::Neox),
+            e(5),
+            2,
+            vec![0., 0., 0., 0., 0., 1.],
+        ),
+    ];
+    for (what, kind, x, position, want) in cases {
+        close(&rope_at(kind, x, position), &want, what);
+    }
+    // With θ's frequencies and scale 1 it is `rope`.
+    let theta = OpKind::RopeFreqs { inv_freq: vec![1.0, 0.1], scale: 1.0, style: RopeStyle::Neox };
+    let plain = OpKind::Rope { theta: 100.0, rotary_dims: 4, style: RopeStyle::Neox };
+    close(&rope_at(theta, x(), 5), &rope_at(plain, x(), 5), "rope_freqs with θ's frequencies");
+}
+
+#[test]
+fn routing_ops_choose_and_weigh_experts() {
+    check(vec![
+        case(
+            "top_k chooses by p and values by the second operand, renormalized",
+            OpKind::TopK { k: 2, renormalize: true },
+            vec![v(&[0.1, 0.4, 0.2, 0.3]), v(&[1., 2., 3., 6.])],
+            &[&[0., 0.25, 0., 0.75]],
+        ),
+        case(
+            "top_k chooses among finite entries when the others are −∞",
+            OpKind::TopK { k: 1, renormalize: false },
+            vec![v(&[f32::NEG_INFINITY, -3., f32::NEG_INFINITY]), v(&[9., 8., 7.])],
+            &[&[0., 8., 0.]],
+        ),
+        case(
+            "an expert of a stack of bias vectors is its row",
+            OpKind::Add,
+            vec![t(&[2, 3], &[1., 2., 3., 4., 5., 6.]).through(View::Expert { index: 1 }), v(&[0., 0., 10.])],
+            &[&[4., 5., 16.]],
+        ),
+    ]);
+    let limit = |top| OpKind::GroupLimit { groups: 2, keep: 1, top };
+    let x = v(&[0., 5., 3., 3.]);
+    let inf = f64::NEG_INFINITY;
+    // Groups [0, 5] and [3, 3]: by their best entry the first wins (5 > 3), by their best two the
+    // second (6 > 5).
+    assert_eq!(apply(&limit(1), std::slice::from_ref(&x))[0], vec![0., 5., inf, inf]);
+    assert_eq!(apply(&limit(2), std::slice::from_ref(&x))[0], vec![inf, inf, 3., 3.]);
+    let keep_both = OpKind::GroupLimit { groups: 2, keep: 2, top: 1 };
+    assert_eq!(apply(&keep_both, &[x])[0], vec![0., 5., 3., 3.]);
+}
+
+#[test]
 fn attention_weighs_the_cached_values_by_the_softmax_of_the_scores() {
     let attn = |window, head_map| OpKind::Attention { scale: 1.0, window, head_map };
     let plain = attn(None, HeadMap::Grouped);

@@ -41,6 +41,7 @@ fn floats(kind: &OpKind) -> Vec<f64> {
         OpKind::RmsNorm { eps } | OpKind::LayerNorm { eps } | OpKind::L2Norm { eps } => vec![eps],
         OpKind::Rope { theta, .. } => vec![theta],
         OpKind::Attention { scale, .. } => vec![scale],
+        OpKind::RopeFreqs { ref inv_freq, scale, .. } => inv_freq.iter().copied().chain([scale]).collect(),
         _ => vec![],
     }
 }
@@ -94,7 +95,7 @@ fn the_listing_reads_as_the_author_wrote_the_step() {
 
 /// The op forms the generator builds, one per op kind (`kv_append` comes with `attention`,
 /// `advance` with every graph).
-const FORMS: usize = 27;
+const FORMS: usize = 29;
 
 /// The sizes, attributes and choices of one generated op.
 #[derive(Clone, Debug)]
@@ -333,8 +334,11 @@ impl Build<'_> {
                 self.op1(Attention { scale: x, window: s.window, head_map: s.head_map }, &ins);
             }
             21 => {
-                let p = self.constant(&[a + b]);
-                self.op1(TopK { k: b, renormalize: s.flag }, &[p]);
+                let mut ins = vec![self.constant(&[a + b])];
+                if s.flag {
+                    ins.push(self.constant(&[a + b]));
+                }
+                self.op1(TopK { k: b, renormalize: s.flag }, &ins);
             }
             22 => {
                 let p = self.constant(&[a + b]);
@@ -358,6 +362,15 @@ impl Build<'_> {
             25 => {
                 let ins: Vec<TensorId> = (0..4).map(|_| self.constant(&[a])).collect();
                 self.op(Fused(stepcheck::ir::Fused::GdnGating), &ins, 2);
+            }
+            26 => {
+                let p = self.constant(&[a, 2 * b]);
+                let inv_freq = [x, y, x, y].into_iter().take(c.min(b)).collect();
+                self.op1(RopeFreqs { inv_freq, scale: y, style: s.style }, &[p, pos]);
+            }
+            27 => {
+                let p = self.constant(&[a * b]);
+                self.op1(GroupLimit { groups: a, keep: c.min(a), top: d.min(b) }, &[p]);
             }
             _ => {
                 let (g, v) = (self.constant(&[a, b]), self.constant(&[a, b]));
@@ -512,8 +525,12 @@ fn features(g: &Graph) -> BTreeSet<String> {
             OpKind::Rope { style, .. } => {
                 f.insert(format!("rope {}", style.name()));
             }
+            OpKind::RopeFreqs { style, .. } => {
+                f.insert(format!("rope_freqs {}", style.name()));
+            }
             OpKind::TopK { renormalize, .. } => {
                 f.insert(format!("top_k renormalize {renormalize}"));
+                f.insert(format!("top_k reads {}", op.inputs.len()));
             }
             OpKind::Fused(Fused::GluActMul { act }) => {
                 f.insert(format!("glu_act_mul {}", act.name()));
@@ -584,6 +601,12 @@ fn the_generator_reaches_every_op_kind_and_attribute_value() {
         "rope interleaved",
         "top_k renormalize true",
         "top_k renormalize false",
+        "top_k reads 1",
+        "top_k reads 2",
+        "rope_freqs",
+        "rope_freqs neox",
+        "rope_freqs interleaved",
+        "group_limit",
         "NaN",
         "view whole",
         "view rows",

@@ -10,7 +10,7 @@ use stepcheck::engine::{Numerics, Storage, shim::EngineShim};
 use stepcheck::fuse::Symbol;
 use stepcheck::ir::{Graph, HeadMap, Op, OpKind, RopeStyle, StateKind, TensorDecl, TensorId, Ty};
 use stepcheck::model::bind::Binding;
-use stepcheck::model::spec::{Ffn, ModelSpec, PostNorm, SlidingWindow};
+use stepcheck::model::spec::{Experts, Ffn, LatentAttention, ModelSpec, PostNorm, Routing, SlidingWindow};
 use stepcheck::model::{author::decode_step, presets};
 
 // ---- The boundary: author, fuse, lower. ----
@@ -195,7 +195,7 @@ fn cases() -> Vec<Case> {
                 "l3.k.rope",
                 OpKind::Rope { theta: 1e4, rotary_dims: 8, style: RopeStyle::Interleaved },
             )),
-            "WrongAttribute",
+            "InterleavedRope",
             Some((Attention, l(3))),
         ),
         case(
@@ -307,7 +307,73 @@ fn cases() -> Vec<Case> {
             "ScaledEmbedding",
             Some((Embedding, None)),
         ),
+        case(
+            "scores scaled by 1/2, not 1/√32 (Gemma's query_pre_attn_scalar)",
+            Engine(with(|s| s.constructs.attention_scale = Some(0.5))),
+            "AttentionScale",
+            Some((Attention, l(0))),
+        ),
+        case(
+            "interleaved RoPE, as the author writes it",
+            Engine(with(|s| s.attention.rope_style = RopeStyle::Interleaved)),
+            "InterleavedRope",
+            Some((Attention, l(0))),
+        ),
+        case(
+            "experts: a softmax router, top-k renormalised",
+            Engine(with(|s| s.constructs.experts = Some(Experts::new(4, 2, 16)))),
+            "Experts",
+            Some((Ffn, l(0))),
+        ),
+        case(
+            "experts with a gated shared expert, layer 0 dense",
+            Engine(with(|s| {
+                let mut e = Experts::new(4, 2, 16);
+                (e.shared_intermediate, e.dense_layers) = (Some(24), vec![0]);
+                s.constructs.experts = Some(e);
+            })),
+            "Experts",
+            Some((Ffn, l(1))),
+        ),
+        case(
+            "gpt-oss's experts: top-k then softmax, biases, clamped SwiGLU",
+            Engine(with(|s| {
+                let mut e = Experts::new(4, 2, 16);
+                (e.routing, e.router_bias, e.expert_bias) = (Routing::TopKSoftmax, true, true);
+                s.constructs.experts = Some(e);
+                s.constructs.ffn = Ffn::ClampedSwiGlu { alpha: 1.702, limit: 7.0 };
+            })),
+            "Experts",
+            Some((Ffn, l(0))),
+        ),
+        case(
+            "DeepSeek-V3's experts: sigmoid scores, group limit, ungated shared expert",
+            Engine(with(|s| {
+                let mut e = Experts::new(8, 2, 16);
+                e.routing = Routing::SigmoidGroupLimited { groups: 2, keep_groups: 1 };
+                (e.shared_intermediate, e.shared_gate, e.weight_scale) = (Some(16), false, Some(2.5));
+                s.constructs.experts = Some(e);
+            })),
+            "Experts",
+            Some((Ffn, l(0))),
+        ),
+        case(
+            "latent attention with a compressed query",
+            Engine(with(|s| s.constructs.latent_attention = Some(latent(Some(10))))),
+            "LatentAttention",
+            Some((Attention, l(0))),
+        ),
+        case(
+            "latent attention with a direct query (DeepSeek-V2-Lite)",
+            Engine(with(|s| s.constructs.latent_attention = Some(latent(None)))),
+            "LatentAttention",
+            Some((Attention, l(0))),
+        ),
     ]
+}
+
+fn latent(q_rank: Option<usize>) -> LatentAttention {
+    LatentAttention { q_rank, kv_rank: 12, nope_dim: 6, rope_dim: 4, value_dim: 5 }
 }
 
 fn lower(input: Lower) -> Result<stepcheck::engine::Program, LowerError> {
@@ -339,9 +405,8 @@ fn each_case_is_refused_with_its_variant_at_its_place() {
 fn every_variant_but_the_unreachable_ones_has_a_case() {
     let named: Vec<&str> = cases().iter().map(|c| c.error).collect();
     // WrongArity needs a fused op with a different operand count than its block's template, which
-    // no valid graph of these shapes has; the latent-attention and expert refusals need the
-    // author's experts and latent attention.
-    let not_yet = ["WrongArity", "Experts", "LatentAttention"];
+    // no valid graph of these shapes has.
+    let not_yet = ["WrongArity"];
     for v in [
         "InvalidGraph",
         "RecurrentStateBelowF32",
@@ -360,9 +425,13 @@ fn every_variant_but_the_unreachable_ones_has_a_case() {
         "MergedNotContiguous",
         "NormAfterMixer",
         "NotSwiGlu",
+        "Experts",
+        "LatentAttention",
         "AttentionSinks",
         "SlidingWindow",
         "ScaledEmbedding",
+        "InterleavedRope",
+        "AttentionScale",
     ] {
         assert!(named.contains(&v) && !not_yet.contains(&v), "{v} has no case");
     }
@@ -376,4 +445,13 @@ fn a_refusal_reads_as_a_sentence_naming_the_place() {
         "layer 0's attention block (op 14): attention sinks (a learned logit per head joins the softmax): \
          the engine's attention unit has none"
     );
+}
+
+#[test]
+fn the_shim_leaves_a_malformed_graph_for_the_lowering_to_refuse() {
+    let mut g = tiny();
+    g.ops[3].outputs.clear();
+    g.ops[5].inputs.push(TensorId(usize::MAX));
+    assert_eq!(fused(&g), g);
+    assert_eq!(lower(Lower::Engine(g)).map(|_| ()).map_err(|e| e.name()), Err("InvalidGraph"));
 }

@@ -176,3 +176,35 @@ impl Comparison {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The two interpreters are independent in the way that matters: a bug planted in either one is
+    //! caught by the check, and the check agrees once it is gone.
+
+    use super::*;
+    use crate::engine::{Numerics, lower::lower_graph, shim::EngineShim};
+    use crate::model::{author::decode_step, presets, random::random_checkpoint};
+    use crate::planted::{self, Bug};
+
+    type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+    fn verdict(name: &str) -> Result<Verdict> {
+        let spec = presets::preset(name).ok_or("no such preset")?;
+        let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+        let program = lower_graph(&graph, Numerics::F32)?;
+        Ok(compare(&graph, &program, &random_checkpoint(&spec, 1), &[3, 1, 4, 1, 5])?)
+    }
+
+    #[test]
+    fn a_bug_planted_in_either_interpreter_is_caught() -> Result<()> {
+        // (bug, preset whose shapes expose it: value heads ≠ key heads / query heads ≠ KV heads)
+        for (bug, preset) in [(Bug::EngineGroupedValueHeads, "tiny"), (Bug::ReferenceTiledKvHeads, "tiny")] {
+            let clean = verdict(preset)?;
+            assert!(matches!(clean, Verdict::Agree { .. }), "{preset} without {bug:?}: {clean}");
+            let planted = planted::with(bug, || verdict(preset))?;
+            assert!(matches!(planted, Verdict::Disagree(_)), "{bug:?} not caught: {planted}");
+        }
+        Ok(())
+    }
+}

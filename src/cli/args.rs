@@ -26,6 +26,9 @@ pub enum Command {
     Run(RunArgs),
     /// Author, fuse, lower and compare both interpreters; one line per model (default: every preset).
     Check(CheckArgs),
+    /// Whether the engine runs a model (config.json, model folder or .gguf), and every construct it
+    /// has no unit for.
+    Verdict(VerdictArgs),
     /// The regression corpus: import a fuzz artifact as a case file, or review what changed.
     Corpus(CorpusArgs),
     /// Explain a case file: its spec, authored and lowered graphs, program or refusal, and verdict.
@@ -150,6 +153,18 @@ pub struct RunArgs {
     /// Which interpreter runs the model.
     #[arg(long, value_enum, default_value = "engine")]
     pub interp: Interp,
+    /// The engine's storage types `act[/kv[/state]]`.
+    #[arg(long, default_value = "f32", value_parser = parse_numerics)]
+    pub numerics: Numerics,
+}
+
+#[derive(Args, Debug)]
+pub struct VerdictArgs {
+    /// A `config.json`, a Hugging Face model folder (its `config.json` is read) or a `.gguf` file.
+    pub model: PathBuf,
+    /// Print one JSON object `{"accepted":…,"error":…,"reasons":[…]}`.
+    #[arg(long)]
+    pub json: bool,
     /// The engine's storage types `act[/kv[/state]]`.
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
     pub numerics: Numerics,

@@ -17,7 +17,8 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
     if sources.is_empty() {
         sources = presets::PRESETS.iter().map(|n| ModelSource::preset(n, a.seed)).collect();
     }
-    println!("{:<20} {:<13} {:>8}  {:>9}  {:>9}  {:>8}", "model", "verdict", "commands", "max abs", "max rel", "time");
+    let w = sources.iter().map(|s| s.label().len()).max().unwrap_or(5).max(5);
+    outln!("{:<w$} {:<13} {:>8}  {:>9}  {:>9}  {:>8}", "model", "verdict", "commands", "max abs", "max rel", "time");
     let mut failed = false;
     for source in &sources {
         let t0 = Instant::now();
@@ -27,9 +28,10 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
             let gib = layout(&spec).iter().map(|t| t.shape.iter().product::<usize>()).sum::<usize>() as f64 * 4.0
                 / (1u64 << 30) as f64;
             if gib > a.max_gib {
-                println!(
-                    "{name:<20} {:<13} skipped: its random checkpoint takes {gib:.1} GiB (--max-gib {})",
-                    "-", a.max_gib
+                outln!(
+                    "{name:<w$} {:<13} skipped: its random checkpoint takes {gib:.1} GiB (--max-gib {})",
+                    "-",
+                    a.max_gib
                 );
                 continue;
             }
@@ -41,7 +43,7 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
         let program = match lower_graph(&graph, a.numerics) {
             Ok(p) => p,
             Err(e) => {
-                println!("{label:<20} {:<13} {e}", format!("refused:{}", e.name()));
+                outln!("{label:<w$} {:<13} {e}", format!("refused:{}", e.name()));
                 failed = true;
                 continue;
             }
@@ -53,11 +55,11 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
         let time = format!("{:.1?}", t0.elapsed());
         match &verdict {
             Verdict::Agree { max_abs, max_rel, .. } => {
-                println!("{label:<20} {:<13} {commands:>8}  {max_abs:>9.2e}  {max_rel:>9.2e}  {time:>8}", "agree")
+                outln!("{label:<w$} {:<13} {commands:>8}  {max_abs:>9.2e}  {max_rel:>9.2e}  {time:>8}", "agree")
             }
             other => {
                 failed = true;
-                println!("{label:<20} {:<13} {commands:>8}  {other}  {time}", other.name())
+                outln!("{label:<w$} {:<13} {commands:>8}  {other}  {time}", other.name())
             }
         }
     }

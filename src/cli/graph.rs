@@ -11,6 +11,6 @@ pub fn graph(a: GraphArgs) -> Result<ExitCode, CliError> {
     let spec = a.model.source()?.spec()?;
     let g = decode_step(&spec)?;
     let g = if a.fused { EngineShim::default().prepare(&g) } else { g };
-    print!("{g}");
+    out!("{g}");
     Ok(ExitCode::SUCCESS)
 }

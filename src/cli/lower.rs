@@ -11,10 +11,10 @@ pub fn lower(a: LowerArgs) -> Result<ExitCode, CliError> {
     let spec = a.model.source()?.spec()?;
     let g = EngineShim::default().prepare(&decode_step(&spec)?);
     match lower_graph(&g, a.numerics) {
-        Ok(p) if a.json => println!("{}", serde_json::to_string_pretty(&p)?),
-        Ok(p) => print!("{p}"),
+        Ok(p) if a.json => outln!("{}", serde_json::to_string_pretty(&p)?),
+        Ok(p) => out!("{p}"),
         Err(e) => {
-            println!("refused: {} — {e}", e.name());
+            outln!("refused: {} — {e}", e.name());
             return Ok(ExitCode::from(1));
         }
     }

@@ -1,4 +1,20 @@
-//! The command line: `graph`, `lower`, `run`, `check`, `corpus` and `explain`.
+//! The command line: `graph`, `lower`, `run`, `check`, `verdict`, `corpus` and `explain`.
+
+/// Writes to stdout, returning the error (a closed pipe ends the command quietly).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($t)*)?
+    }};
+}
+
+/// Writes a line to stdout, returning the error (a closed pipe ends the command quietly).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($t)*)?
+    }};
+}
 
 mod args;
 mod check;
@@ -7,6 +23,7 @@ mod explain;
 mod graph;
 mod lower;
 mod run;
+mod verdict;
 
 use std::process::ExitCode;
 
@@ -19,11 +36,15 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Lower(a) => lower::lower(a),
         Command::Run(a) => run::run(a),
         Command::Check(a) => check::check(a),
+        Command::Verdict(a) => verdict::verdict(a),
         Command::Corpus(a) => corpus::corpus(a),
         Command::Explain(a) => explain::explain(a),
     };
     match result {
         Ok(code) => code,
+        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(2)

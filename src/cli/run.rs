@@ -44,11 +44,11 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         logits.push(l);
     }
     if a.json {
-        println!("{}", serde_json::json!({ "tokens": a.tokens, "logits": logits }));
+        outln!("{}", serde_json::json!({ "tokens": a.tokens, "logits": logits }));
     } else {
         for (t, l) in a.tokens.iter().zip(&logits) {
             let shown: Vec<String> = l.iter().take(8).map(|x| format!("{x:.6}")).collect();
-            println!("token {t}: [{}{}]", shown.join(", "), if l.len() > 8 { ", …" } else { "" });
+            outln!("token {t}: [{}{}]", shown.join(", "), if l.len() > 8 { ", …" } else { "" });
         }
     }
     Ok(ExitCode::SUCCESS)

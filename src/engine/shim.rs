@@ -38,8 +38,11 @@ impl EngineShim {
     }
 
     /// `graph` with the patterns of every entry this shim takes replaced by their fused symbols, in
-    /// table order.
+    /// table order. A graph that is not well formed is left as it is, for the lowering to refuse.
     pub fn prepare(&self, graph: &Graph) -> Graph {
+        if graph.validate().is_err() {
+            return graph.clone();
+        }
         TABLE.iter().filter(|e| self.takes(e.symbol)).fold(graph.clone(), |g, e| rewrite::apply(&g, e))
     }
 }

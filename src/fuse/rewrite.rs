@@ -5,40 +5,45 @@ use crate::ir::Graph;
 
 /// `graph` with every instance of `entry`'s pattern replaced by its fused op. Each fused op takes
 /// the place of the first op it removes; ops are then put back in an order that reads every tensor
-/// after it is written, keeping the author's order wherever it already does. A rewrite that would
-/// leave no such order (a cycle) is not made.
+/// after it is written, keeping the author's order wherever it already does. The instances are
+/// found once and made together; if together they would leave no such order (a cycle), they are
+/// made one at a time and an instance that would make a cycle on its own is not made.
 pub fn apply(graph: &Graph, entry: &Entry) -> Graph {
-    let mut g = graph.clone();
-    loop {
-        let uses = Uses::of(&g);
-        let mut made = false;
-        for rw in entry.find(&g, &uses) {
-            if let Some(ops) = rewrite(&g, &rw) {
-                g.ops = ops;
-                made = true;
-                break;
-            }
-        }
-        if !made {
-            g.compact();
-            return g;
-        }
-    }
+    let rewrites = disjoint(entry.find(graph, &Uses::of(graph)));
+    let mut g = match rewrite(graph, &rewrites) {
+        Some(g) => g,
+        None => rewrites.iter().fold(graph.clone(), |g, rw| rewrite(&g, std::slice::from_ref(rw)).unwrap_or(g)),
+    };
+    g.compact();
+    g
 }
 
-/// The ops of `graph` with one rewrite made, or `None` when it would leave a cycle.
-fn rewrite(graph: &Graph, rw: &Rewrite) -> Option<Vec<crate::ir::Op>> {
-    let first = *rw.removes.iter().min()?;
-    let mut ops = vec![];
+/// The rewrites none of whose ops an earlier one removes.
+fn disjoint(rewrites: Vec<Rewrite>) -> Vec<Rewrite> {
+    let mut taken = std::collections::HashSet::new();
+    rewrites.into_iter().filter(|rw| rw.removes.iter().all(|&i| taken.insert(i))).collect()
+}
+
+/// `graph` with `rewrites` made, or `None` when they would leave a cycle.
+fn rewrite(graph: &Graph, rewrites: &[Rewrite]) -> Option<Graph> {
+    let mut at: std::collections::HashMap<usize, &Rewrite> = std::collections::HashMap::new();
+    let mut removed = std::collections::HashSet::new();
+    for rw in rewrites {
+        at.insert(*rw.removes.iter().min()?, rw);
+        removed.extend(rw.removes.iter().copied());
+    }
+    let mut ops = Vec::with_capacity(graph.ops.len());
     for (i, op) in graph.ops.iter().enumerate() {
-        if i == first {
+        if let Some(rw) = at.get(&i) {
             ops.push(rw.op.clone());
         }
-        if !rw.removes.contains(&i) {
+        if !removed.contains(&i) {
             ops.push(op.clone());
         }
     }
-    topological(graph, ops)
+    let mut g = graph.clone();
+    g.ops = topological(&g, ops)?;
+    Some(g)
 }
 
 /// The ops in an order that writes every tensor before reading it, taking at each point the first

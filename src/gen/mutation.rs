@@ -104,8 +104,10 @@ pub enum Mutation {
     /// norm, of the gated norm, of both q/k norms of an attention block; θ and rotary dims set on
     /// both RoPEs of a block. Otherwise refused at the op's block: `WrongAttribute` where the unit
     /// fixes the attribute (one q/k norm or RoPE apart from its twin, the l2 norms' eps, the query
-    /// scale, the attention scale, head maps, interleaved RoPE, the output gate's or gated norm's
-    /// activation); `SlidingWindow` for a window; `NotSwiGlu` for the FFN's activation;
+    /// scale, head maps, the output gate's or gated norm's activation); by the construct's name
+    /// where a family has it (`SlidingWindow` for a window, `AttentionScale` for another score
+    /// scale, `InterleavedRope` for GPT-J pairing, all recognised before the block is matched);
+    /// `NotSwiGlu` for the FFN's activation;
     /// `NotFusable` where the op belongs to a fusion pattern it no longer matches (the conv's
     /// SiLU, the gates' softplus, bias add and decay product, the products of a gated
     /// activation, the gates' sigmoid made a softplus); `WrongOp` where the op is no longer the
@@ -275,6 +277,8 @@ impl Mutation {
                         *t = input;
                     }
                 }
+                // The skipped op's output is now nobody's: drop it, as a graph without the op has none.
+                g.compact();
             }
             Mutation::Duplicate { op, .. } => {
                 let i = writer(&g, op)?;
@@ -477,11 +481,11 @@ fn set_expected(ops: &[String], kind: &OpKind, at: Place) -> Expected {
             }
         }
         (BlockKind::DeltaNet, "q.normed" | "k.normed", OpKind::L2Norm { .. }) => refused("WrongAttribute"),
-        (_, "q.rope" | "k.rope", OpKind::Rope { style: RopeStyle::Neox, .. }) if both("q.rope", "k.rope") => {
-            Expected::accepted()
-        }
+        (_, "q.rope" | "k.rope", OpKind::Rope { style: RopeStyle::Interleaved, .. }) => refused("InterleavedRope"),
+        (_, "q.rope" | "k.rope", OpKind::Rope { .. }) if both("q.rope", "k.rope") => Expected::accepted(),
         (_, "q.rope" | "k.rope", OpKind::Rope { .. }) => refused("WrongAttribute"),
         (_, "attn", OpKind::Attention { window: Some(_), .. }) => refused("SlidingWindow"),
+        (_, "attn", OpKind::Attention { head_map: HeadMap::Grouped, .. }) => refused("AttentionScale"),
         (_, "attn", OpKind::Attention { .. }) => refused("WrongAttribute"),
         (_, "state.next", OpKind::DeltaRule { .. }) => refused("WrongAttribute"),
         (_, "q.scaled", OpKind::Scale { .. }) => refused("WrongAttribute"),

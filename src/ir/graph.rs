@@ -212,6 +212,11 @@ impl GraphBuilder {
         self.graph.token
     }
 
+    /// The type of tensor `t`, as declared so far.
+    pub fn ty(&self, t: TensorId) -> &Ty {
+        self.graph.ty(t)
+    }
+
     /// A new tensor named `name` (made unique by a suffix if taken).
     fn declare(&mut self, name: &str, ty: Ty) -> TensorId {
         let mut unique = name.to_string();

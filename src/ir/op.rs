@@ -100,6 +100,11 @@ pub enum OpKind {
     DeltaRule { head_map: HeadMap },
     /// `(x [n, hd], position) → [n, hd]`: rotary embedding of the first `rotary_dims` dims of each row.
     Rope { theta: f64, rotary_dims: usize, style: RopeStyle },
+    /// `(x [n, hd], position) → [n, hd]`: rotary embedding of the first `2·inv_freq.len()` dims of each
+    /// row, pair `i` turning by `position · inv_freq[i]`, the turned dims multiplied by `scale`. The
+    /// frequencies are given, not derived from a θ: scaled RoPE (linear, YaRN, …) is this op with the
+    /// frequencies and attention factor its scheme computes.
+    RopeFreqs { inv_freq: Vec<f64>, scale: f64, style: RopeStyle },
     /// `(cache [h, d], x [h, d]) → cache'`: the cache with `x` appended at the current position.
     KvAppend,
     /// `(q [nH, dq], K cache [nKV, dq], V cache [nKV, dv] [, sinks [nH]]) → [nH, dv]`: softmax
@@ -107,9 +112,13 @@ pub enum OpKind {
     /// `scale`; only the newest `window` positions when set; a sink logit per head joins the softmax
     /// and is dropped when the fourth operand is present.
     Attention { scale: f64, window: Option<usize>, head_map: HeadMap },
-    /// `p [E] → [E]`: the `k` largest entries kept (divided by their sum when `renormalize`), the
-    /// others zero.
+    /// `(p [E] [, values [E]]) → [E]`: at the `k` largest entries of `p`, the entry of `p` (or of
+    /// `values`, when given) divided by their sum when `renormalize`; the others zero.
     TopK { k: usize, renormalize: bool },
+    /// `x [E] → [E]`: the `E` entries as `groups` contiguous groups, each scored by the sum of its
+    /// `top` largest entries; the entries of the `keep` best groups pass, the others become −∞
+    /// (DeepSeek-V3's group-limited routing).
+    GroupLimit { groups: usize, keep: usize, top: usize },
     /// `x [n] → [1]`: entry `index`.
     Pick { index: usize },
     /// `position → position + 1`: the step's advance.
@@ -260,6 +269,15 @@ impl OpKind {
                 }
                 one(ins[0].clone())
             }
+            RopeFreqs { inv_freq, .. } => {
+                arity(ins, 2)?;
+                let [_, hd] = mat(ins[0])?;
+                is(ins[1], &Ty::Position)?;
+                if inv_freq.len() > hd / 2 {
+                    return Err(format!("rope of {} pairs on heads of {hd}", inv_freq.len()));
+                }
+                one(ins[0].clone())
+            }
             KvAppend => {
                 arity(ins, 2)?;
                 let Ty::Cache { heads, dim } = ins[0] else {
@@ -285,10 +303,27 @@ impl OpKind {
                 one(Ty::tensor(&[nh, *vd]))
             }
             TopK { k, .. } => {
-                arity(ins, 1)?;
+                if !(1..=2).contains(&ins.len()) {
+                    return Err(format!("top_k reads 1 or 2 tensors, not {}", ins.len()));
+                }
                 let [e] = vec1(ins[0])?;
+                if let Some(values) = ins.get(1) {
+                    vec_of(values, e)?;
+                }
                 if *k == 0 || *k > e {
                     return Err(format!("top-{k} of {e}"));
+                }
+                one(ins[0].clone())
+            }
+            GroupLimit { groups, keep, top } => {
+                arity(ins, 1)?;
+                let [e] = vec1(ins[0])?;
+                let fits = *groups > 0
+                    && e.is_multiple_of(*groups)
+                    && (1..=*groups).contains(keep)
+                    && (1..=e / groups).contains(top);
+                if !fits {
+                    return Err(format!("the best {keep} of {groups} groups by their top {top} of {e} entries"));
                 }
                 one(ins[0].clone())
             }
@@ -333,9 +368,11 @@ impl OpKind {
             DepthwiseConv => "depthwise_conv",
             DeltaRule { .. } => "delta_rule",
             Rope { .. } => "rope",
+            RopeFreqs { .. } => "rope_freqs",
             KvAppend => "kv_append",
             Attention { .. } => "attention",
             TopK { .. } => "top_k",
+            GroupLimit { .. } => "group_limit",
             Pick { .. } => "pick",
             Advance => "advance",
             Fused(f) => f.name(),

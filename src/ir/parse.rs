@@ -160,9 +160,11 @@ const OPS: &[(&str, &[&str])] = &[
     ("depthwise_conv", &[]),
     ("delta_rule", &["head_map"]),
     ("rope", &["theta", "rotary_dims", "style"]),
+    ("rope_freqs", &["inv_freq", "scale", "style"]),
     ("kv_append", &[]),
     ("attention", &["scale", "window", "head_map"]),
     ("top_k", &["k", "renormalize"]),
+    ("group_limit", &["groups", "keep", "top"]),
     ("pick", &["index"]),
     ("advance", &[]),
     ("merged_qkv", &[]),
@@ -175,6 +177,7 @@ const OPS: &[(&str, &[&str])] = &[
 #[derive(Clone, Copy)]
 enum ValueKind {
     Float,
+    Floats,
     Count,
     Shape,
     HeadMap,
@@ -186,7 +189,8 @@ enum ValueKind {
 
 fn value_kind(attr: &str) -> ValueKind {
     match attr {
-        "start" | "end" | "rows" | "rotary_dims" | "k" | "index" => ValueKind::Count,
+        "start" | "end" | "rows" | "rotary_dims" | "k" | "index" | "groups" | "keep" | "top" => ValueKind::Count,
+        "inv_freq" => ValueKind::Floats,
         "shape" => ValueKind::Shape,
         "head_map" => ValueKind::HeadMap,
         "style" => ValueKind::Style,
@@ -200,6 +204,7 @@ fn value_kind(attr: &str) -> ValueKind {
 /// An attribute's value.
 enum Value {
     Float(f64),
+    Floats(Vec<f64>),
     Count(usize),
     Shape(Vec<usize>),
     HeadMap(HeadMap),
@@ -630,6 +635,17 @@ impl Attrs {
                     _ => return Err(self.missing("style")),
                 },
             },
+            "rope_freqs" => RopeFreqs {
+                inv_freq: match self.get("inv_freq")? {
+                    Value::Floats(x) => x.clone(),
+                    _ => return Err(self.missing("inv_freq")),
+                },
+                scale: self.float("scale")?,
+                style: match self.get("style")? {
+                    Value::Style(s) => *s,
+                    _ => return Err(self.missing("style")),
+                },
+            },
             "kv_append" => KvAppend,
             "attention" => Attention {
                 scale: self.float("scale")?,
@@ -647,6 +663,9 @@ impl Attrs {
                 },
             },
             "pick" => Pick { index: self.count("index")? },
+            "group_limit" => {
+                GroupLimit { groups: self.count("groups")?, keep: self.count("keep")?, top: self.count("top")? }
+            }
             "advance" => Advance,
             "merged_qkv" => Fused(F::MergedQkv),
             "conv_bias_silu" => Fused(F::ConvBiasSilu),
@@ -942,10 +961,33 @@ impl Cursor {
         }
     }
 
+    /// The numbers of a list up to its `]` (the `[` already read).
+    fn floats(&mut self) -> Result<Vec<f64>, ParseError> {
+        let mut xs = vec![];
+        if self.eat(']') {
+            return Ok(xs);
+        }
+        loop {
+            xs.push(self.float("a number like 0.5 in a list")?);
+            if self.eat(']') {
+                return Ok(xs);
+            }
+            if !self.eat(',') {
+                return Err(self.syntax("',' or ']' in a list of numbers"));
+            }
+        }
+    }
+
     /// The value of attribute `attr`.
     fn value(&mut self, attr: &str) -> Result<Value, ParseError> {
         Ok(match value_kind(attr) {
             ValueKind::Float => Value::Float(self.float(&format!("a number like 1e-6 or -inf for '{attr}'"))?),
+            ValueKind::Floats => {
+                if !self.eat('[') {
+                    return Err(self.syntax(format!("a list of numbers like [1.0, 0.5] for '{attr}'")));
+                }
+                Value::Floats(self.floats()?)
+            }
             ValueKind::Count => Value::Count(self.count(&format!("a count like 8 for '{attr}'"))?),
             ValueKind::Shape => {
                 if !self.eat('[') {

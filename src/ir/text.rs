@@ -170,7 +170,8 @@ impl fmt::Display for TensorRef<'_> {
 }
 
 /// The op's name and, in parentheses, its attributes: `rms_norm(eps=1e-6)`,
-/// `attention(scale=0.125, window=none, head_map=grouped)`, `glu_act_mul(act=silu)`.
+/// `attention(scale=0.125, window=none, head_map=grouped)`, `glu_act_mul(act=silu)`; a list of
+/// floats prints in brackets, `rope_freqs(inv_freq=[1.0, 0.1], scale=1.0, style=neox)`.
 impl fmt::Display for OpKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use OpKind::*;
@@ -198,7 +199,15 @@ impl fmt::Display for OpKind {
                 }
                 write!(f, ", head_map={})", head_map.name())
             }
+            RopeFreqs { inv_freq, scale, style } => {
+                f.write_str("(inv_freq=[")?;
+                for (i, x) in inv_freq.iter().enumerate() {
+                    write!(f, "{}{x:?}", if i == 0 { "" } else { ", " })?;
+                }
+                write!(f, "], scale={scale:?}, style={})", style.name())
+            }
             TopK { k, renormalize } => write!(f, "(k={k}, renormalize={renormalize})"),
+            GroupLimit { groups, keep, top } => write!(f, "(groups={groups}, keep={keep}, top={top})"),
             Pick { index } => write!(f, "(index={index})"),
             Fused(F::GluActMul { act }) => write!(f, "(act={})", act.name()),
             Fused(F::MergedQkv | F::ConvBiasSilu | F::GdnGating) => Ok(()),

@@ -25,7 +25,8 @@ pub enum View {
     /// first `head_dim` (`half` 0: an attention block's queries) or the last (`half` 1: its output
     /// gate). The view is `[heads·head_dim, :]`.
     HeadHalf { head_dim: usize, half: usize },
-    /// Expert `index` of a `[E, out, in]` stack of expert matrices: `[out, in]`.
+    /// Expert `index` of a stack of expert tensors: of a `[E, out, in]` stack of matrices, `[out, in]`;
+    /// of an `[E, n]` stack of vectors (the experts' biases), `[n]`.
     Expert { index: usize },
 }
 
@@ -38,6 +39,11 @@ impl Binding {
     /// Rows `start..end` of tensor `name`.
     pub fn rows(name: impl Into<String>, start: usize, end: usize) -> Binding {
         Binding { tensor: name.into(), view: View::Rows { start, end } }
+    }
+
+    /// Expert `index` of the stack of expert tensors `name`.
+    pub fn expert(name: impl Into<String>, index: usize) -> Binding {
+        Binding { tensor: name.into(), view: View::Expert { index } }
     }
 
     /// Half `half` of each `2·head_dim`-row head of tensor `name`.
@@ -61,6 +67,7 @@ impl View {
             },
             View::Expert { index } => match of {
                 [e, o, i] if index < *e => Ok(vec![*o, *i]),
+                [e, n] if index < *e => Ok(vec![*n]),
                 _ => Err(format!("expert {index} of a tensor of shape {of:?}")),
             },
         }

@@ -4,6 +4,7 @@ pub mod author;
 pub mod bind;
 pub mod checkpoint;
 pub mod config;
+pub mod families;
 pub mod gguf;
 pub mod hf;
 pub mod layout;

@@ -39,7 +39,36 @@ pub mod layer {
     pub const ATTN_Q_NORM: &str = "attn_q_norm.weight";
     pub const ATTN_K_NORM: &str = "attn_k_norm.weight";
     pub const ATTN_SINKS: &str = "attn_sinks.weight";
-    // Norms after the mixer and the FFN (Gemma 2/3, OLMo 2).
+    pub const ATTN_Q_BIAS: &str = "attn_q.bias";
+    pub const ATTN_K_BIAS: &str = "attn_k.bias";
+    pub const ATTN_V_BIAS: &str = "attn_v.bias";
+    pub const ATTN_OUTPUT_BIAS: &str = "attn_output.bias";
+    // Latent attention (DeepSeek-V2/V3): the query's compression, its norm and decompression; the
+    // keys' and values' compression (latent and shared rotary key), the latent's norm and its
+    // decompression into per-head keys and values.
+    pub const ATTN_Q_A: &str = "attn_q_a.weight";
+    pub const ATTN_Q_A_NORM: &str = "attn_q_a_norm.weight";
+    pub const ATTN_Q_B: &str = "attn_q_b.weight";
+    pub const ATTN_KV_A_MQA: &str = "attn_kv_a_mqa.weight";
+    pub const ATTN_KV_A_NORM: &str = "attn_kv_a_norm.weight";
+    pub const ATTN_KV_B: &str = "attn_kv_b.weight";
+    // Experts: the router (and its bias, and DeepSeek-V3's choice bias), the experts' stacked
+    // `[E, out, in]` matrices and `[E, out]` biases, the shared expert and its gate.
+    pub const FFN_GATE_INP: &str = "ffn_gate_inp.weight";
+    pub const FFN_GATE_INP_BIAS: &str = "ffn_gate_inp.bias";
+    pub const FFN_EXP_PROBS_B: &str = "exp_probs_b.bias";
+    pub const FFN_GATE_EXPS: &str = "ffn_gate_exps.weight";
+    pub const FFN_UP_EXPS: &str = "ffn_up_exps.weight";
+    pub const FFN_DOWN_EXPS: &str = "ffn_down_exps.weight";
+    pub const FFN_GATE_EXPS_BIAS: &str = "ffn_gate_exps.bias";
+    pub const FFN_UP_EXPS_BIAS: &str = "ffn_up_exps.bias";
+    pub const FFN_DOWN_EXPS_BIAS: &str = "ffn_down_exps.bias";
+    pub const FFN_GATE_SHEXP: &str = "ffn_gate_shexp.weight";
+    pub const FFN_UP_SHEXP: &str = "ffn_up_shexp.weight";
+    pub const FFN_DOWN_SHEXP: &str = "ffn_down_shexp.weight";
+    pub const FFN_GATE_INP_SHEXP: &str = "ffn_gate_inp_shexp.weight";
+    // Norms after the mixer and the FFN (Gemma 2/3, OLMo 2). llama.cpp names Gemma's post-mixer norm
+    // `post_attention_norm`, which this vocabulary already gives the pre-FFN norm (qwen35's name).
     pub const POST_MIXER_NORM: &str = "post_mixer_norm.weight";
     pub const POST_FFN_NORM: &str = "post_ffw_norm.weight";
 }

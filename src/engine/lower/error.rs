@@ -65,7 +65,8 @@ pub enum LowerError {
     NotFusable { at: Site, what: &'static str, symbol: &'static str, why: String },
     #[error("{at}: a merged_qkv whose views the unit cannot run as one matvec: {why}")]
     MergedNotContiguous { at: Site, why: String },
-    // The constructs the engine has no unit for, each by name.
+    // The constructs the engine has no unit for, each by name: the seven of the design, then those
+    // of the attention families beyond the accepted one that a step graph can state.
     #[error("{at}: a norm after the mixer or the FFN, before the residual add: the engine has no unit for it")]
     NormAfterMixer { at: Site },
     #[error("{at}: the FFN is not SwiGLU ({found}): the engine's FFN unit is SwiGLU only")]
@@ -82,6 +83,12 @@ pub enum LowerError {
     SlidingWindow { at: Site, window: usize },
     #[error("{at}: the embedding is scaled by {factor}: the engine's embedding unit does not scale")]
     ScaledEmbedding { at: Site, factor: f64 },
+    #[error("{at}: RoPE rotates interleaved pairs (dims 2i and 2i+1): the engine's attention unit rotates NeoX halves")]
+    InterleavedRope { at: Site },
+    #[error(
+        "{at}: the attention scores are scaled by {found}, not by 1/√head_dim = {expected}: the engine's attention unit scales by 1/√head_dim"
+    )]
+    AttentionScale { at: Site, found: f64, expected: f64 },
 }
 
 impl LowerError {
@@ -111,6 +118,8 @@ impl LowerError {
             LowerError::AttentionSinks { .. } => "AttentionSinks",
             LowerError::SlidingWindow { .. } => "SlidingWindow",
             LowerError::ScaledEmbedding { .. } => "ScaledEmbedding",
+            LowerError::InterleavedRope { .. } => "InterleavedRope",
+            LowerError::AttentionScale { .. } => "AttentionScale",
         }
     }
 
@@ -138,7 +147,39 @@ impl LowerError {
             | LatentAttention { at }
             | AttentionSinks { at }
             | SlidingWindow { at, .. }
-            | ScaledEmbedding { at, .. } => Some(*at),
+            | ScaledEmbedding { at, .. }
+            | InterleavedRope { at }
+            | AttentionScale { at, .. } => Some(*at),
+        }
+    }
+
+    /// Where it was found, to renumber: a config's layers may not all be the spec's.
+    pub fn site_mut(&mut self) -> Option<&mut Site> {
+        use LowerError::*;
+        match self {
+            InvalidGraph(_) | RecurrentStateBelowF32 { .. } | UnreadOp { .. } => None,
+            WrongOp { at, .. }
+            | AmbiguousOp { at, .. }
+            | WrongTensor { at, .. }
+            | WrongBinding { at, .. }
+            | WrongAttribute { at, .. }
+            | WrongArity { at, .. }
+            | MissingState { at, .. }
+            | WrongStateWrite { at, .. }
+            | StrayRead { at, .. }
+            | UnknownMixer { at }
+            | Unfused { at, .. }
+            | NotFusable { at, .. }
+            | MergedNotContiguous { at, .. }
+            | NormAfterMixer { at }
+            | NotSwiGlu { at, .. }
+            | Experts { at }
+            | LatentAttention { at }
+            | AttentionSinks { at }
+            | SlidingWindow { at, .. }
+            | ScaledEmbedding { at, .. }
+            | InterleavedRope { at }
+            | AttentionScale { at, .. } => Some(at),
         }
     }
 
@@ -154,6 +195,8 @@ impl LowerError {
                 | LowerError::AttentionSinks { .. }
                 | LowerError::SlidingWindow { .. }
                 | LowerError::ScaledEmbedding { .. }
+                | LowerError::InterleavedRope { .. }
+                | LowerError::AttentionScale { .. }
         )
     }
 }

@@ -10,12 +10,14 @@
 mod error;
 mod pattern;
 mod refusals;
+mod scan;
 mod templates;
 
 use std::collections::HashMap;
 
 pub use error::{LowerError, Site};
 use pattern::{Found, Matcher, Pick, Template};
+pub use scan::refusals_in_order;
 use templates as t;
 
 use super::numerics::{Numerics, Storage};
@@ -117,7 +119,7 @@ impl Lowering<'_> {
         let at = site(BlockKind::Embedding, None);
         let f = self.find(&t::EMBEDDING, &[], at, &[])?;
         let h = f.var("h");
-        refusals::scaled_embedding(&self.m, h, at)?;
+        first(refusals::scaled_embedding(&self.m, h, at))?;
         let out = self.buf(h);
         self.block(
             BlockKind::Embedding,
@@ -130,7 +132,7 @@ impl Lowering<'_> {
     fn layer(&mut self, l: usize, h: TensorId) -> Result<TensorId, LowerError> {
         // The mixer's norm.
         let at = site(BlockKind::MixerNorm, Some(l));
-        refusals::missing_pre_norm(&self.m, h, at)?;
+        first(refusals::missing_pre_norm(&self.m, h, at))?;
         let f = self.find(&t::MIXER_NORM, &[("h", h)], at, &[])?;
         let x = f.var("x");
         let cmd = self.rms_norm(&f, 0, h, x);
@@ -164,7 +166,7 @@ impl Lowering<'_> {
         tpl: &Template,
     ) -> Result<TensorId, LowerError> {
         let at = site(kind, Some(l));
-        refusals::norm_after(&self.m, y, at)?;
+        first(refusals::norm_after(&self.m, y, at))?;
         let f = self.find(tpl, &[("h", h), ("y", y)], at, &[])?;
         let h1 = f.var("h1");
         let (residual, x, out) = (self.buf(h), self.buf(y), self.buf(h1));
@@ -255,41 +257,62 @@ impl Lowering<'_> {
         Ok(f.var("y"))
     }
 
+    /// An attention block: the variant its graph states (an output gate iff `attn_q` is read as
+    /// the halves of each head, q/k norms iff the layer binds their weights), refused by name when
+    /// it holds a construct the attention unit lacks.
     fn attention(&mut self, l: usize, x: TensorId, h: TensorId) -> Result<TensorId, LowerError> {
-        use t::at as ix;
         let at = site(BlockKind::Attention, Some(l));
-        refusals::attention(&self.m, x, h, at)?;
-        let f = self.find(&t::ATTENTION, &[("x", x)], at, &[])?;
+        let ops = refusals::region(&self.m, x, h);
+        first(refusals::attention(&self.m, x, &ops, at))?;
         let g = self.m.graph;
-        let op = |i: usize| &g.ops[f.ops[i]];
-        let at_op = |i: usize| Site { op: Some(f.ops[i]), ..at };
+        let bound = |what: &str, half: bool| {
+            let tensor = crate::model::names::blk(l, what);
+            g.consts
+                .iter()
+                .any(|c| c.binding.tensor == tensor && (!half || matches!(c.binding.view, View::HeadHalf { .. })))
+        };
+        use crate::model::names::layer as n;
+        let gated = bound(n::ATTN_Q, true);
+        let qk_norm = bound(n::ATTN_Q_NORM, false) || bound(n::ATTN_K_NORM, false);
+        let f = self.find(t::attention(gated, qk_norm), &[("x", x)], at, &[])?;
+        let uses = self.m.uses;
+        let writer = |name: &str| uses.producer(f.var(name)).unwrap_or(usize::MAX);
+        let op = |name: &str| &g.ops[writer(name)];
+        let at_op = |name: &str| Site { op: Some(writer(name)), ..at };
         let [heads, head_dim] = shape2(g.ty(f.var("q")));
         let [kv_heads, _] = shape2(g.ty(f.var("k")));
-        let half_dim = op(ix::MERGED)
-            .inputs
-            .get(1)
-            .and_then(|&w| g.constant(w))
-            .and_then(|c| match c.binding.view {
-                View::HeadHalf { head_dim, .. } => Some(head_dim),
-                _ => None,
-            })
-            .unwrap_or(0);
-        expect_dims(at_op(ix::MERGED), "the query and output gate projection", "head size", head_dim, half_dim)?;
-        expect_dims(at_op(ix::K_HEADS), "the key heads", "head size", head_dim, shape2(g.ty(f.var("k")))[1])?;
-        expect_dims(at_op(ix::V_HEADS), "the value heads", "head size", head_dim, shape2(g.ty(f.var("v")))[1])?;
-        let (q_eps, k_eps) = (norm_eps(op(ix::Q_NORM)), norm_eps(op(ix::K_NORM)));
-        expect_attr(at_op(ix::K_NORM), "the key norm", "eps", q_eps, k_eps)?;
-        let rope = match (&op(ix::Q_ROPE).kind, &op(ix::K_ROPE).kind) {
+        if gated {
+            let half_dim = op("q0")
+                .inputs
+                .get(1)
+                .and_then(|&w| g.constant(w))
+                .and_then(|c| match c.binding.view {
+                    View::HeadHalf { head_dim, .. } => Some(head_dim),
+                    _ => None,
+                })
+                .unwrap_or(0);
+            expect_dims(at_op("q0"), "the query and output gate projection", "head size", head_dim, half_dim)?;
+        }
+        expect_dims(at_op("k"), "the key heads", "head size", head_dim, shape2(g.ty(f.var("k")))[1])?;
+        expect_dims(at_op("v"), "the value heads", "head size", head_dim, shape2(g.ty(f.var("v")))[1])?;
+        let eps = if qk_norm {
+            let (q_eps, k_eps) = (norm_eps(op("qn")), norm_eps(op("kn")));
+            expect_attr(at_op("kn"), "the key norm", "eps", q_eps, k_eps)?;
+            q_eps
+        } else {
+            0.0
+        };
+        let rope = match (&op("qr").kind, &op("kr").kind) {
             (OpKind::Rope { theta, rotary_dims, style }, k) => {
                 if *style != RopeStyle::Neox {
-                    return Err(wrong(at_op(ix::Q_ROPE), "the query RoPE", "style", "neox", style.name()));
+                    return Err(wrong(at_op("qr"), "the query RoPE", "style", "neox", style.name()));
                 }
-                if *k != op(ix::Q_ROPE).kind {
+                if *k != op("qr").kind {
                     return Err(wrong(
-                        at_op(ix::K_ROPE),
+                        at_op("kr"),
                         "the key RoPE",
                         "attributes",
-                        &format!("{:?}", op(ix::Q_ROPE).kind),
+                        &format!("{:?}", op("qr").kind),
                         &format!("{k:?}"),
                     ));
                 }
@@ -297,40 +320,46 @@ impl Lowering<'_> {
             }
             _ => Rope { theta: 0.0, dims: 0 },
         };
-        let scale = match op(ix::ATTENTION).kind {
+        let scale = match op("o").kind {
             OpKind::Attention { scale, head_map, .. } => {
                 if head_map != HeadMap::Grouped {
-                    return Err(wrong(at_op(ix::ATTENTION), "the attention", "head map", "grouped", head_map.name()));
+                    return Err(wrong(at_op("o"), "the attention", "head map", "grouped", head_map.name()));
                 }
-                expect_attr(at_op(ix::ATTENTION), "the attention", "scale", 1.0 / (head_dim as f64).sqrt(), scale)?;
+                expect_attr(at_op("o"), "the attention", "scale", 1.0 / (head_dim as f64).sqrt(), scale)?;
                 scale
             }
             _ => 0.0,
         };
-        glu_act(at_op(ix::GATE), "the output gate", op(ix::GATE), Act::Sigmoid)?;
+        if gated {
+            glu_act(at_op("og"), "the output gate", op("og"), Act::Sigmoid)?;
+        }
         self.alias(f.var("of"), f.var("o"));
         let k_cache = self.state_ref(StateKind::KeyCache, Some(l))?;
         let v_cache = self.state_ref(StateKind::ValueCache, Some(l))?;
         let b = |me: &mut Self, n: &str| me.buf(f.var(n));
         let weight = |what: &str| crate::model::names::blk(l, what);
-        use crate::model::names::layer as n;
-        let commands = vec![
+        let norm = |what: &str| qk_norm.then(|| weight(what));
+        let mut commands = vec![if gated {
             Command::MergedHeadHalves {
                 weight: weight(n::ATTN_Q),
                 head_dim,
                 x: b(self, "x"),
                 first: b(self, "q0"),
                 second: b(self, "gate"),
-            },
+            }
+        } else {
+            Command::MatVec { weight: weight(n::ATTN_Q), x: b(self, "x"), out: b(self, "q0") }
+        }];
+        commands.extend([
             Command::MatVec { weight: weight(n::ATTN_K), x: b(self, "x"), out: b(self, "k0") },
             Command::MatVec { weight: weight(n::ATTN_V), x: b(self, "x"), out: b(self, "v0") },
             Command::Attention {
                 q: b(self, "q0"),
                 k: b(self, "k0"),
                 v: b(self, "v0"),
-                q_norm: Some(weight(n::ATTN_Q_NORM)),
-                k_norm: Some(weight(n::ATTN_K_NORM)),
-                eps: q_eps,
+                q_norm: norm(n::ATTN_Q_NORM),
+                k_norm: norm(n::ATTN_K_NORM),
+                eps,
                 rope,
                 heads,
                 kv_heads,
@@ -340,17 +369,23 @@ impl Lowering<'_> {
                 v_cache,
                 out: b(self, "o"),
             },
-            Command::SigmoidGate { x: b(self, "of"), gate: b(self, "gate"), out: b(self, "og") },
-            Command::MatVec { weight: weight(n::ATTN_OUTPUT), x: b(self, "og"), out: b(self, "y") },
-        ];
+        ]);
+        let projected = if gated {
+            commands.push(Command::SigmoidGate { x: b(self, "of"), gate: b(self, "gate"), out: b(self, "og") });
+            "og"
+        } else {
+            "of"
+        };
+        commands.push(Command::MatVec { weight: weight(n::ATTN_OUTPUT), x: b(self, projected), out: b(self, "y") });
         self.block(BlockKind::Attention, Some(l), commands);
         Ok(f.var("y"))
     }
 
     fn ffn(&mut self, l: usize, x: TensorId, h: TensorId) -> Result<TensorId, LowerError> {
         let at = site(BlockKind::Ffn, Some(l));
-        refusals::experts(&self.m, x, h, at)?;
-        refusals::ffn_shape(&self.m, x, h, at)?;
+        let ops = refusals::region(&self.m, x, h);
+        first(refusals::experts(&self.m, &ops, at))?;
+        first(refusals::ffn_shape(&self.m, x, &ops, false, at))?;
         let f = self.find(&t::FFN, &[("x", x)], at, &[])?;
         let product = &self.graph().ops[f.ops[t::FFN_PRODUCT]];
         if product.kind != OpKind::Fused(Fused::GluActMul { act: Act::Silu }) {
@@ -474,6 +509,27 @@ impl Lowering<'_> {
         self.states.push(StateBuffer { name: g.name_of(state.read).to_string(), layer, layout, storage });
         self.state_of.insert((kind, layer), r);
         Ok(r)
+    }
+}
+
+/// Whether the residual `h` is read by the final norm (a norm by `output_norm`): no more layers.
+fn reaches_final_norm(g: &Graph, uses: &Uses, h: TensorId) -> bool {
+    uses.readers(h).iter().any(|&r| {
+        let op = &g.ops[r];
+        matches!(op.kind, OpKind::RmsNorm { .. })
+            && op
+                .inputs
+                .get(1)
+                .and_then(|&w| g.constant(w))
+                .is_some_and(|c| c.binding.tensor == crate::model::names::OUTPUT_NORM)
+    })
+}
+
+/// The first of a rule's findings, as the lowering's refusal.
+fn first(findings: Vec<LowerError>) -> Result<(), LowerError> {
+    match findings.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }
 

@@ -1,16 +1,18 @@
 //! The constructs the engine has no unit for, recognised from the graph alone and refused by name.
 //!
-//! Each rule looks at the part of the step a block is about to read and names the construct it
-//! finds there; the lowering runs them before matching the block, so a refused construct is
-//! reported as itself and not as the first op that differs from the engine's block.
+//! Each rule looks at the part of the step a block is about to read and names every construct it
+//! finds there, in op order. The lowering runs them before matching the block and refuses with the
+//! first finding, so a refused construct is reported as itself and not as the first op that differs
+//! from the engine's block; [`super::refusals_in_order`] runs the same rules on every block and
+//! keeps all findings.
 
 use super::error::{LowerError, Site};
 use super::pattern::Matcher;
-use crate::ir::{Graph, OpKind, TensorId};
+use crate::ir::{Act, Fused, Graph, OpKind, TensorId, Ty};
 
 /// The ops of a block's region: those reachable from `from` through unclaimed ops, not passing the
-/// ops that read the layer's residual `residual` (its add), with their index.
-fn region(m: &Matcher, from: TensorId, residual: TensorId) -> Vec<usize> {
+/// ops that read the layer's residual `residual` (its add), with their index, in op order.
+pub fn region(m: &Matcher, from: TensorId, residual: TensorId) -> Vec<usize> {
     let mut seen = vec![false; m.graph.ops.len()];
     let mut stack = vec![from];
     let mut out = vec![];
@@ -34,59 +36,74 @@ fn at_op(at: Site, op: usize) -> Site {
 }
 
 /// A scale of the embedding before the first layer reads it.
-pub fn scaled_embedding(m: &Matcher, h: TensorId, at: Site) -> Result<(), LowerError> {
-    for &r in m.uses.readers(h) {
-        if let OpKind::Scale { factor } = m.graph.ops[r].kind {
-            return Err(LowerError::ScaledEmbedding { at: at_op(at, r), factor });
-        }
-    }
-    Ok(())
+pub fn scaled_embedding(m: &Matcher, h: TensorId, at: Site) -> Vec<LowerError> {
+    (m.uses.readers(h).iter())
+        .filter_map(|&r| match m.graph.ops[r].kind {
+            OpKind::Scale { factor } => Some(LowerError::ScaledEmbedding { at: at_op(at, r), factor }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A layer whose residual feeds its mixer directly and whose mixer's output is normed before its
 /// add: a post-norm layer (OLMo 2).
-pub fn missing_pre_norm(m: &Matcher, h: TensorId, at: Site) -> Result<(), LowerError> {
+pub fn missing_pre_norm(m: &Matcher, h: TensorId, at: Site) -> Vec<LowerError> {
     let readers = m.uses.readers(h);
     let normed = readers.iter().any(|&r| matches!(m.graph.ops[r].kind, OpKind::RmsNorm { .. }));
-    let projected = readers.iter().any(|&r| matches!(m.graph.ops[r].kind, OpKind::MatVec | OpKind::Fused(_)));
     match readers.iter().find(|&&r| matches!(m.graph.ops[r].kind, OpKind::MatVec | OpKind::Fused(_))) {
-        Some(&r) if projected && !normed => Err(LowerError::NormAfterMixer { at: at_op(at, r) }),
-        _ => Ok(()),
+        Some(&r) if !normed => vec![LowerError::NormAfterMixer { at: at_op(at, r) }],
+        _ => vec![],
     }
 }
 
-/// A norm of a block's output before its residual add.
-pub fn norm_after(m: &Matcher, y: TensorId, at: Site) -> Result<(), LowerError> {
-    match m
-        .uses
-        .readers(y)
-        .iter()
-        .find(|&&r| matches!(m.graph.ops[r].kind, OpKind::RmsNorm { .. } | OpKind::LayerNorm { .. }))
-    {
-        Some(&r) => Err(LowerError::NormAfterMixer { at: at_op(at, r) }),
-        None => Ok(()),
-    }
+/// A norm of a block's output `y` before its residual add.
+pub fn norm_after(m: &Matcher, y: TensorId, at: Site) -> Vec<LowerError> {
+    (m.uses.readers(y).iter())
+        .find(|&&r| is_norm(&m.graph.ops[r].kind))
+        .map(|&r| LowerError::NormAfterMixer { at: at_op(at, r) })
+        .into_iter()
+        .collect()
 }
 
-/// Latent attention, attention sinks, a sliding window: in that order, in the attention block's
-/// region.
-pub fn attention(m: &Matcher, x: TensorId, h: TensorId, at: Site) -> Result<(), LowerError> {
-    let ops = region(m, x, h);
-    if let Some(&r) = ops.iter().find(|&&r| is_latent_projection(m.graph, m, r, x)) {
-        return Err(LowerError::LatentAttention { at: at_op(at, r) });
+pub fn is_norm(kind: &OpKind) -> bool {
+    matches!(kind, OpKind::RmsNorm { .. } | OpKind::LayerNorm { .. })
+}
+
+/// In the region `ops` of an attention block reading `input`: latent attention (once); per
+/// attention op, sinks, a sliding window and a score scale other than 1/√head_dim; then
+/// interleaved RoPE (once).
+pub fn attention(m: &Matcher, input: TensorId, ops: &[usize], at: Site) -> Vec<LowerError> {
+    let g = m.graph;
+    let mut out = vec![];
+    if let Some(&r) = ops.iter().find(|&&r| is_latent_projection(g, m, r, input)) {
+        out.push(LowerError::LatentAttention { at: at_op(at, r) });
     }
-    for &r in &ops {
-        let op = &m.graph.ops[r];
-        if let OpKind::Attention { window, .. } = op.kind {
-            if op.inputs.len() == 4 {
-                return Err(LowerError::AttentionSinks { at: at_op(at, r) });
-            }
-            if let Some(window) = window {
-                return Err(LowerError::SlidingWindow { at: at_op(at, r), window });
+    for &r in ops {
+        let op = &g.ops[r];
+        let OpKind::Attention { window, scale, .. } = op.kind else { continue };
+        if op.inputs.len() == 4 {
+            out.push(LowerError::AttentionSinks { at: at_op(at, r) });
+        }
+        if let Some(window) = window {
+            out.push(LowerError::SlidingWindow { at: at_op(at, r), window });
+        }
+        let head_dim = op.inputs.first().and_then(|&q| match g.ty(q) {
+            Ty::Tensor(s) if s.len() == 2 => Some(s[1]),
+            _ => None,
+        });
+        if let Some(head_dim) = head_dim {
+            let expected = 1.0 / (head_dim as f64).sqrt();
+            if (expected - scale).abs() > 4.0 * f64::EPSILON * expected {
+                out.push(LowerError::AttentionScale { at: at_op(at, r), found: scale, expected });
             }
         }
     }
-    Ok(())
+    let interleaved =
+        |r: &&usize| matches!(g.ops[**r].kind, OpKind::Rope { style: crate::ir::RopeStyle::Interleaved, .. });
+    if let Some(&r) = ops.iter().find(interleaved) {
+        out.push(LowerError::InterleavedRope { at: at_op(at, r) });
+    }
+    out
 }
 
 /// A matvec that projects up from a normed projection of the block's input `input` (through slices
@@ -119,29 +136,34 @@ fn is_latent_projection(g: &Graph, m: &Matcher, r: usize, input: TensorId) -> bo
     })
 }
 
-/// A router with top-k in the FFN's region.
-pub fn experts(m: &Matcher, x: TensorId, h: TensorId, at: Site) -> Result<(), LowerError> {
-    match region(m, x, h).into_iter().find(|&r| matches!(m.graph.ops[r].kind, OpKind::TopK { .. })) {
-        Some(r) => Err(LowerError::Experts { at: at_op(at, r) }),
-        None => Ok(()),
-    }
+/// A router with top-k in the FFN's region `ops`.
+pub fn experts(m: &Matcher, ops: &[usize], at: Site) -> Vec<LowerError> {
+    (ops.iter().find(|&&r| matches!(m.graph.ops[r].kind, OpKind::TopK { .. })))
+        .map(|&r| LowerError::Experts { at: at_op(at, r) })
+        .into_iter()
+        .collect()
 }
 
-/// An FFN whose shape is not SwiGLU's: not two projections of its input, or an activation other
-/// than SiLU, a clamp, an offset or a scale on the way.
-pub fn ffn_shape(m: &Matcher, x: TensorId, h: TensorId, at: Site) -> Result<(), LowerError> {
+/// An FFN of input `x` and region `ops` whose shape is not SwiGLU's: not two projections of its
+/// input, or an activation other than SiLU, a clamp, an offset or a scale on the way. In a mixture
+/// of experts (`experts`), whose router reads the input too and may weigh by sigmoids and scales,
+/// only a clamp, an offset or an activation other than SiLU and sigmoid marks the experts' FFN.
+pub fn ffn_shape(m: &Matcher, x: TensorId, ops: &[usize], experts: bool, at: Site) -> Vec<LowerError> {
     let projections = m.uses.readers(x).iter().filter(|&&r| m.graph.ops[r].kind == OpKind::MatVec).count();
-    if projections != 2 {
+    if projections != 2 && !experts {
         let found = format!("{projections} projections of its input, not a gate and an up projection");
-        return Err(LowerError::NotSwiGlu { at, found });
+        return vec![LowerError::NotSwiGlu { at, found }];
     }
     let foreign = |k: &OpKind| match k {
-        OpKind::Act(a) | OpKind::Fused(crate::ir::Fused::GluActMul { act: a }) => *a != crate::ir::Act::Silu,
-        OpKind::Clamp { .. } | OpKind::Offset { .. } | OpKind::Scale { .. } => true,
+        OpKind::Act(a) | OpKind::Fused(Fused::GluActMul { act: a }) => {
+            *a != Act::Silu && !(experts && *a == Act::Sigmoid)
+        }
+        OpKind::Clamp { .. } | OpKind::Offset { .. } => true,
+        OpKind::Scale { .. } => !experts,
         _ => false,
     };
-    match region(m, x, h).into_iter().find(|&r| foreign(&m.graph.ops[r].kind)) {
-        Some(r) => Err(LowerError::NotSwiGlu { at: at_op(at, r), found: format!("{:?}", m.graph.ops[r].kind) }),
-        None => Ok(()),
-    }
+    (ops.iter().find(|&&r| foreign(&m.graph.ops[r].kind)))
+        .map(|&r| LowerError::NotSwiGlu { at: at_op(at, r), found: format!("{:?}", m.graph.ops[r].kind) })
+        .into_iter()
+        .collect()
 }

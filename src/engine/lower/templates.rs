@@ -88,47 +88,108 @@ pub mod dn {
     pub const GATE: usize = 20;
 }
 
-/// An attention block (Qwen3.5's: output gate, q/k norms), from the norm's output to the output
-/// projection.
-pub const ATTENTION: Template = Template {
+// The ops of the attention blocks, from the norm's output to the output projection.
+const Q_AND_GATE: Pat = pat(
+    "the query and output gate projection",
+    "merged_qkv",
+    &[Var("x"), Weight(n::ATTN_Q, Half(0)), Weight(n::ATTN_Q, Half(1))],
+    &["q0", "gate"],
+);
+const Q_PROJ: Pat = pat("the query projection", "matvec", &[Weight(n::ATTN_Q, Whole), Var("x")], &["q0"]);
+const K_PROJ: Pat = pat("the key projection", "matvec", &[Weight(n::ATTN_K, Whole), Var("x")], &["k0"]);
+const V_PROJ: Pat = pat("the value projection", "matvec", &[Weight(n::ATTN_V, Whole), Var("x")], &["v0"]);
+const Q_HEADS: Pat = pat("the query heads", "reshape", &[Var("q0")], &["q"]);
+const K_HEADS: Pat = pat("the key heads", "reshape", &[Var("k0")], &["k"]);
+const V_HEADS: Pat = pat("the value heads", "reshape", &[Var("v0")], &["v"]);
+const Q_NORM: Pat = pat("the query norm", "rms_norm", &[Var("q"), Weight(n::ATTN_Q_NORM, Whole)], &["qn"]);
+const K_NORM: Pat = pat("the key norm", "rms_norm", &[Var("k"), Weight(n::ATTN_K_NORM, Whole)], &["kn"]);
+const Q_ROPE_NORMED: Pat = pat("the query RoPE", "rope", &[Var("qn"), Position], &["qr"]);
+const K_ROPE_NORMED: Pat = pat("the key RoPE", "rope", &[Var("kn"), Position], &["kr"]);
+const Q_ROPE: Pat = pat("the query RoPE", "rope", &[Var("q"), Position], &["qr"]);
+const K_ROPE: Pat = pat("the key RoPE", "rope", &[Var("k"), Position], &["kr"]);
+const K_APPEND: Pat = pat("the key cache append", "kv_append", &[State(StateKind::KeyCache), Var("kr")], &["kcache"]);
+const V_APPEND: Pat =
+    pat("the value cache append", "kv_append", &[State(StateKind::ValueCache), Var("v")], &["vcache"]);
+const ATTEND: Pat = pat("the attention", "attention", &[Var("qr"), Var("kcache"), Var("vcache")], &["o"]);
+const FLAT: Pat = pat("the flattened output", "reshape", &[Var("o")], &["of"]);
+const GATE: Pat = pat("the output gate", "glu_act_mul", &[Var("gate"), Var("of")], &["og"]);
+const OUT_GATED: Pat = pat("the output projection", "matvec", &[Weight(n::ATTN_OUTPUT, Whole), Var("og")], &["y"]);
+const OUT: Pat = pat("the output projection", "matvec", &[Weight(n::ATTN_OUTPUT, Whole), Var("of")], &["y"]);
+const CACHE_WRITES: &[(StateKind, &str)] = &[(StateKind::KeyCache, "kcache"), (StateKind::ValueCache, "vcache")];
+
+/// An attention block with a per-head sigmoid output gate (its queries and gate read as the two
+/// halves of each head of `attn_q`) and per-head q/k norms: Qwen3.5's.
+pub const ATTENTION_GATED_QK_NORM: Template = Template {
     pats: &[
-        pat(
-            "the query and output gate projection",
-            "merged_qkv",
-            &[Var("x"), Weight(n::ATTN_Q, Half(0)), Weight(n::ATTN_Q, Half(1))],
-            &["q0", "gate"],
-        ),
-        pat("the key projection", "matvec", &[Weight(n::ATTN_K, Whole), Var("x")], &["k0"]),
-        pat("the value projection", "matvec", &[Weight(n::ATTN_V, Whole), Var("x")], &["v0"]),
-        pat("the query heads", "reshape", &[Var("q0")], &["q"]),
-        pat("the key heads", "reshape", &[Var("k0")], &["k"]),
-        pat("the value heads", "reshape", &[Var("v0")], &["v"]),
-        pat("the query norm", "rms_norm", &[Var("q"), Weight(n::ATTN_Q_NORM, Whole)], &["qn"]),
-        pat("the key norm", "rms_norm", &[Var("k"), Weight(n::ATTN_K_NORM, Whole)], &["kn"]),
-        pat("the query RoPE", "rope", &[Var("qn"), Position], &["qr"]),
-        pat("the key RoPE", "rope", &[Var("kn"), Position], &["kr"]),
-        pat("the key cache append", "kv_append", &[State(StateKind::KeyCache), Var("kr")], &["kcache"]),
-        pat("the value cache append", "kv_append", &[State(StateKind::ValueCache), Var("v")], &["vcache"]),
-        pat("the attention", "attention", &[Var("qr"), Var("kcache"), Var("vcache")], &["o"]),
-        pat("the flattened output", "reshape", &[Var("o")], &["of"]),
-        pat("the output gate", "glu_act_mul", &[Var("gate"), Var("of")], &["og"]),
-        pat("the output projection", "matvec", &[Weight(n::ATTN_OUTPUT, Whole), Var("og")], &["y"]),
+        Q_AND_GATE,
+        K_PROJ,
+        V_PROJ,
+        Q_HEADS,
+        K_HEADS,
+        V_HEADS,
+        Q_NORM,
+        K_NORM,
+        Q_ROPE_NORMED,
+        K_ROPE_NORMED,
+        K_APPEND,
+        V_APPEND,
+        ATTEND,
+        FLAT,
+        GATE,
+        OUT_GATED,
     ],
-    writes: &[(StateKind::KeyCache, "kcache"), (StateKind::ValueCache, "vcache")],
+    writes: CACHE_WRITES,
     exports: &["y"],
 };
 
-/// Indexes of the attention template's ops that the builder reads attributes of.
-pub mod at {
-    pub const MERGED: usize = 0;
-    pub const K_HEADS: usize = 4;
-    pub const V_HEADS: usize = 5;
-    pub const Q_NORM: usize = 6;
-    pub const K_NORM: usize = 7;
-    pub const Q_ROPE: usize = 8;
-    pub const K_ROPE: usize = 9;
-    pub const ATTENTION: usize = 12;
-    pub const GATE: usize = 14;
+/// An attention block with the output gate and without q/k norms.
+pub const ATTENTION_GATED: Template = Template {
+    pats: &[
+        Q_AND_GATE, K_PROJ, V_PROJ, Q_HEADS, K_HEADS, V_HEADS, Q_ROPE, K_ROPE, K_APPEND, V_APPEND, ATTEND, FLAT, GATE,
+        OUT_GATED,
+    ],
+    writes: CACHE_WRITES,
+    exports: &["y"],
+};
+
+/// An attention block without the output gate, with per-head q/k norms: Qwen3's.
+pub const ATTENTION_QK_NORM: Template = Template {
+    pats: &[
+        Q_PROJ,
+        K_PROJ,
+        V_PROJ,
+        Q_HEADS,
+        K_HEADS,
+        V_HEADS,
+        Q_NORM,
+        K_NORM,
+        Q_ROPE_NORMED,
+        K_ROPE_NORMED,
+        K_APPEND,
+        V_APPEND,
+        ATTEND,
+        FLAT,
+        OUT,
+    ],
+    writes: CACHE_WRITES,
+    exports: &["y"],
+};
+
+/// An attention block without the output gate and without q/k norms: Llama's.
+pub const ATTENTION_PLAIN: Template = Template {
+    pats: &[Q_PROJ, K_PROJ, V_PROJ, Q_HEADS, K_HEADS, V_HEADS, Q_ROPE, K_ROPE, K_APPEND, V_APPEND, ATTEND, FLAT, OUT],
+    writes: CACHE_WRITES,
+    exports: &["y"],
+};
+
+/// The attention block of a gate and a q/k-norm switch.
+pub fn attention(gated: bool, qk_norm: bool) -> &'static Template {
+    match (gated, qk_norm) {
+        (true, true) => &ATTENTION_GATED_QK_NORM,
+        (true, false) => &ATTENTION_GATED,
+        (false, true) => &ATTENTION_QK_NORM,
+        (false, false) => &ATTENTION_PLAIN,
+    }
 }
 
 /// A residual add: the residual plus what the block before it wrote.

@@ -1,7 +1,7 @@
 //! The engine interpreter: runs a [`Program`] the way the engine's units would.
 //!
 //! It is the engine's semantics, independent of the reference: it reads the checkpoint's tensors
-//! whole by name and shares only [`crate::scalar`] with `ir::interp`. It keeps the engine's own
+//! whole by name and shares only [`crate::scalar`] with the reference interpreter. It keeps the engine's own
 //! state layouts (a conv window of `K − 1` inputs, the delta state as `[dv][dk]` per head,
 //! preallocated `[heads][capacity][dim]` KV caches), computes in f32 with f32 accumulation, and
 //! rounds to the program's storage types where the engine stores: every buffer a unit writes, the

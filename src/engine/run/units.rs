@@ -143,6 +143,12 @@ pub fn delta_rule(inp: &DeltaInputs, state: &mut DeltaState, qn: &mut [f32], kn:
     }
     for h in 0..state.value_heads {
         let kh = h % inp.key_heads;
+        #[cfg(test)]
+        let kh = if crate::planted::is(crate::planted::Bug::EngineGroupedValueHeads) {
+            h / (state.value_heads / inp.key_heads)
+        } else {
+            kh
+        };
         let (q, k) = (&qn[kh * dk..(kh + 1) * dk], &kn[kh * dk..(kh + 1) * dk]);
         let (decay, beta) = (inp.g[h].exp(), inp.beta[h]);
         let s = &mut state.values[h * dv * dk..(h + 1) * dv * dk];

@@ -89,7 +89,16 @@ pub(crate) fn eval<'c>(kind: &OpKind, ins: &[&Value<'c>], outputs: usize) -> Res
         }
         Rope { theta, rotary_dims, style } => {
             let [x, position] = take(ins)?;
-            rope(&matrix(&*x.array()?)?, position.position()?, *theta, *rotary_dims, *style)?
+            if !rotary_dims.is_multiple_of(2) {
+                return surprise(format!("rope of an odd {rotary_dims} dims"));
+            }
+            let rd = *rotary_dims as f64;
+            let inv_freq: Vec<f64> = (0..rotary_dims / 2).map(|i| theta.powf(-2.0 * i as f64 / rd)).collect();
+            rope(&matrix(&*x.array()?)?, position.position()?, &inv_freq, 1.0, *style)?
+        }
+        RopeFreqs { inv_freq, scale, style } => {
+            let [x, position] = take(ins)?;
+            rope(&matrix(&*x.array()?)?, position.position()?, inv_freq, *scale, *style)?
         }
         KvAppend => {
             let [cache, x] = take(ins)?;
@@ -106,9 +115,14 @@ pub(crate) fn eval<'c>(kind: &OpKind, ins: &[&Value<'c>], outputs: usize) -> Res
             let (keys, values) = (keys.cache()?.view(), values.cache()?.view());
             attention(&matrix(&q)?, &keys, &values, sinks.as_ref(), *scale, *window, *head_map)?
         }
-        TopK { k, renormalize } => {
-            let [p] = take(ins)?;
-            top_k(&vector(&*p.array()?)?, *k, *renormalize)?
+        TopK { k, renormalize } => match ins {
+            [p] => top_k(&vector(&*p.array()?)?, None, *k, *renormalize)?,
+            [p, values] => top_k(&vector(&*p.array()?)?, Some(&vector(&*values.array()?)?), *k, *renormalize)?,
+            _ => return surprise(format!("top_k reads 1 or 2 tensors, not {}", ins.len())),
+        },
+        GroupLimit { groups, keep, top } => {
+            let [x] = take(ins)?;
+            group_limit(&vector(&*x.array()?)?, *groups, *keep, *top)?
         }
         Pick { index } => {
             let [x] = take(ins)?;
@@ -436,32 +450,33 @@ fn delta_rule(
 // ---------------------------------------------------------------------------------------------
 // Attention.
 
-/// The rotary embedding of the first `rotary_dims` dims of each row of `x` at `position`: pair
-/// `(a, b)` number `i` (NeoX: `(i, i + rd/2)`; interleaved: `(2i, 2i+1)`) turns by the angle
-/// `position · θ^(−2i/rd)`: `(a, b) → (a cos − b sin, b cos + a sin)`. The other dims pass through.
+/// The rotary embedding of the first `2·inv_freq.len()` dims of each row of `x` at `position`:
+/// pair `(a, b)` number `i` (NeoX: `(i, i + n)` with `n = inv_freq.len()`; interleaved: `(2i, 2i+1)`)
+/// turns by the angle `position · inv_freq[i]` and is scaled: `(a, b) → scale · (a cos − b sin,
+/// b cos + a sin)`. The other dims pass through. `rope` with θ is this with `inv_freq[i] =
+/// θ^(−2i/rotary_dims)` and `scale` 1.
 fn rope(
     x: &ArrayView2<f64>,
     position: u64,
-    theta: f64,
-    rotary_dims: usize,
+    inv_freq: &[f64],
+    scale: f64,
     style: RopeStyle,
 ) -> Result<ArrayD<f64>, Fault> {
-    let rd = rotary_dims;
-    if rd > x.ncols() || !rd.is_multiple_of(2) {
-        return surprise(format!("rope of {rd} dims on heads of {}", x.ncols()));
+    let n = inv_freq.len();
+    if 2 * n > x.ncols() {
+        return surprise(format!("rope of {} dims on heads of {}", 2 * n, x.ncols()));
     }
     let mut y = x.to_owned();
     for mut row in y.rows_mut() {
         let u = row.to_owned();
-        for i in 0..rd / 2 {
-            let angle = position as f64 * theta.powf(-2.0 * i as f64 / rd as f64);
-            let (sin, cos) = angle.sin_cos();
+        for (i, f) in inv_freq.iter().enumerate() {
+            let (sin, cos) = (position as f64 * f).sin_cos();
             let (a, b) = match style {
-                RopeStyle::Neox => (i, i + rd / 2),
+                RopeStyle::Neox => (i, i + n),
                 RopeStyle::Interleaved => (2 * i, 2 * i + 1),
             };
-            row[a] = u[a] * cos - u[b] * sin;
-            row[b] = u[b] * cos + u[a] * sin;
+            row[a] = scale * (u[a] * cos - u[b] * sin);
+            row[b] = scale * (u[b] * cos + u[a] * sin);
         }
     }
     Ok(y.into_dyn())
@@ -509,6 +524,8 @@ fn attention(
     let mut out = Array2::zeros((nh, dv));
     for h in 0..nh {
         let m = head_map.source(h, nh, nkv);
+        #[cfg(test)]
+        let m = if crate::planted::is(crate::planted::Bug::ReferenceTiledKvHeads) { h % nkv } else { m };
         let scores: Vec<f64> = (first..t).map(|j| scale * q.row(h).dot(&keys.slice(ndarray::s![m, j, ..]))).collect();
         let sink = sinks.map(|s| s[h]);
         let max = scores.iter().chain(sink.iter()).fold(f64::NEG_INFINITY, |a, &b| a.max(b));
@@ -525,10 +542,15 @@ fn attention(
 // ---------------------------------------------------------------------------------------------
 // Routing.
 
-/// The `k` largest entries of `p` (ties: the lowest index first), divided by their sum when
-/// `renormalize`; the others zero.
-fn top_k(p: &ArrayView1<f64>, k: usize, renormalize: bool) -> Result<ArrayD<f64>, Fault> {
-    if k == 0 || k > p.len() {
+/// The `k` largest entries of `p` (ties: the lowest index first), valued from `values` when given,
+/// else from `p`, and divided by the sum of those values when `renormalize`; the others zero.
+fn top_k(
+    p: &ArrayView1<f64>,
+    values: Option<&ArrayView1<f64>>,
+    k: usize,
+    renormalize: bool,
+) -> Result<ArrayD<f64>, Fault> {
+    if k == 0 || k > p.len() || values.is_some_and(|v| v.len() != p.len()) {
         return surprise(format!("top-{k} of {}", p.len()));
     }
     let mut kept: Vec<usize> = Vec::with_capacity(k);
@@ -541,13 +563,41 @@ fn top_k(p: &ArrayView1<f64>, k: usize, renormalize: bool) -> Result<ArrayD<f64>
         }
         kept.extend(best);
     }
-    let sum: f64 = kept.iter().map(|&i| p[i]).sum();
+    let value = |i: usize| values.map_or(p[i], |v| v[i]);
+    let sum: f64 = kept.iter().map(|&i| value(i)).sum();
     let divisor = if renormalize { sum } else { 1.0 };
     let mut out = Array1::zeros(p.len());
     for &i in &kept {
-        out[i] = p[i] / divisor;
+        out[i] = value(i) / divisor;
     }
     Ok(out.into_dyn())
+}
+
+/// The entries of `x` as `groups` contiguous groups, each scored by the sum of its `top` largest
+/// entries; the `keep` best groups (ties: the lowest index first) pass, the others become −∞.
+fn group_limit(x: &ArrayView1<f64>, groups: usize, keep: usize, top: usize) -> Result<ArrayD<f64>, Fault> {
+    let e = x.len();
+    if groups == 0 || !e.is_multiple_of(groups) || !(1..=groups).contains(&keep) || !(1..=e / groups).contains(&top) {
+        return surprise(format!("the best {keep} of {groups} groups by their top {top} of {e} entries"));
+    }
+    let size = e / groups;
+    let score = |g: usize| {
+        let mut members: Vec<f64> = x.iter().skip(g * size).take(size).copied().collect();
+        members.sort_by(|a, b| b.total_cmp(a));
+        members.iter().take(top).sum::<f64>()
+    };
+    let scores: Vec<f64> = (0..groups).map(score).collect();
+    let mut kept: Vec<usize> = Vec::with_capacity(keep);
+    for _ in 0..keep {
+        let mut best: Option<usize> = None;
+        for g in (0..groups).filter(|g| !kept.contains(g)) {
+            if best.is_none_or(|b| scores[g] > scores[b]) {
+                best = Some(g);
+            }
+        }
+        kept.extend(best);
+    }
+    Ok(Array1::from_shape_fn(e, |i| if kept.contains(&(i / size)) { x[i] } else { f64::NEG_INFINITY }).into_dyn())
 }
 
 /// `x [n] → [1]`: entry `index`.

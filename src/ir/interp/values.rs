@@ -160,6 +160,16 @@ impl<'c> ConstView<'c> {
                 ArrayViewD::from_shape(IxDyn(self.source), self.data).map_err(|e| Fault::Shape(e.to_string()))?;
             return Ok(whole.mapv(f64::from));
         }
+        if let View::Expert { index } = self.view {
+            // An expert is one contiguous block of its stack, whatever its rank.
+            let n: usize = self.shape.iter().product();
+            let block = self
+                .data
+                .get(index * n..(index + 1) * n)
+                .ok_or(Fault::Shape(format!("expert {index} lies outside the tensor of shape {:?}", self.source)))?;
+            return ArrayD::from_shape_vec(IxDyn(&self.shape), block.iter().map(|&v| f64::from(v)).collect())
+                .map_err(|e| Fault::Shape(e.to_string()));
+        }
         let [rows, _] = self.matrix()?;
         let mut values = Vec::with_capacity(self.shape.iter().product());
         for r in 0..rows {

@@ -1,6 +1,11 @@
 //! The author: writes one decode step of a spec as a step graph, op by op, in the order
 //! transformers computes it (`facts/qwen35-decode-step.md` §3–5), with every constant bound to its
-//! checkpoint tensor and view.
+//! checkpoint tensor and view. The constructs of other families are written the way those families
+//! compute them: experts in [`experts`], latent attention in [`latent`], scaled RoPE in [`rope`].
+
+mod experts;
+mod latent;
+pub mod rope;
 
 use super::bind::Binding;
 use super::names::{self, layer as n};
@@ -13,13 +18,6 @@ use crate::ir::{Act, Graph, GraphBuilder, HeadMap, OpKind, StateKind, TensorId, 
 /// tiled order.
 pub fn decode_step(spec: &ModelSpec) -> Result<Graph, SpecError> {
     spec.validate()?;
-    let unwritten = [
-        ("experts", spec.constructs.experts.is_some()),
-        ("latent attention", spec.constructs.latent_attention.is_some()),
-    ];
-    if let Some((what, _)) = unwritten.iter().find(|(_, on)| *on) {
-        return Err(SpecError { spec: spec.name.clone(), why: format!("the author does not write {what} yet") });
-    }
     let mut a = Author { spec, b: GraphBuilder::new(&spec.name) };
     let graph = a.step();
     graph.map_err(|why| SpecError { spec: spec.name.clone(), why })
@@ -75,6 +73,7 @@ impl Author<'_> {
         let x = if post == PostNorm::PostOnly { h } else { self.norm(l, n::ATTN_NORM, h, &format!("l{l}.x")) };
         let mut y = match mixer {
             Mixer::DeltaNet => self.delta_net(l, x),
+            Mixer::Attention if self.spec.constructs.latent_attention.is_some() => self.latent_attention(l, x, pos),
             Mixer::Attention => self.attention(l, x, pos),
         };
         if post != PostNorm::None {
@@ -82,7 +81,10 @@ impl Author<'_> {
         }
         let h1 = self.b.op1(OpKind::Add, &[h, y], &format!("l{l}.h.mix"));
         let x2 = if post == PostNorm::PostOnly { h1 } else { self.norm(l, n::FFN_NORM, h1, &format!("l{l}.x.ffn")) };
-        let mut f = self.ffn(l, x2);
+        let mut f = match &self.spec.constructs.experts {
+            Some(e) if e.in_layer(l) => self.experts(l, x2),
+            _ => self.ffn(l, x2),
+        };
         if post != PostNorm::None {
             f = self.norm(l, n::POST_FFN_NORM, f, &format!("l{l}.ffn.normed"));
         }
@@ -178,6 +180,15 @@ impl Author<'_> {
         let k = self.b.op1(OpKind::MatVec, &[wk, x], &format!("{p}.k.raw"));
         let wv = self.param(l, n::ATTN_V, &[kvd, h]);
         let v = self.b.op1(OpKind::MatVec, &[wv, x], &format!("{p}.v.raw"));
+        let (q, k, v) = if self.spec.constructs.qkv_bias {
+            (
+                self.biased(l, n::ATTN_Q_BIAS, q, &format!("{p}.q.biased")),
+                self.biased(l, n::ATTN_K_BIAS, k, &format!("{p}.k.biased")),
+                self.biased(l, n::ATTN_V_BIAS, v, &format!("{p}.v.biased")),
+            )
+        } else {
+            (q, k, v)
+        };
         let mut q = self.b.op1(OpKind::Reshape { shape: vec![a.heads, a.head_dim] }, &[q], &format!("{p}.q"));
         let mut k = self.b.op1(OpKind::Reshape { shape: vec![a.kv_heads, a.head_dim] }, &[k], &format!("{p}.k"));
         let v = self.b.op1(OpKind::Reshape { shape: vec![a.kv_heads, a.head_dim] }, &[v], &format!("{p}.v"));
@@ -187,7 +198,7 @@ impl Author<'_> {
             let wkn = self.param(l, n::ATTN_K_NORM, &[a.head_dim]);
             k = self.b.op1(OpKind::RmsNorm { eps: self.spec.rms_eps }, &[k, wkn], &format!("{p}.k.normed"));
         }
-        let rope = OpKind::Rope { theta: a.rope_theta, rotary_dims: a.rotary_dims, style: a.rope_style };
+        let rope = self.rope(l, a.rotary_dims);
         let q = self.b.op1(rope.clone(), &[q, pos], &format!("{p}.q.rope"));
         let k = self.b.op1(rope, &[k, pos], &format!("{p}.k.rope"));
         let cache = Ty::Cache { heads: a.kv_heads, dim: a.head_dim };
@@ -197,67 +208,107 @@ impl Author<'_> {
         let vc1 = self.b.op1(OpKind::KvAppend, &[vc, v], &format!("{p}.vcache.next"));
         self.b.write_state(kc, kc1);
         self.b.write_state(vc, vc1);
-        let window = self.spec.constructs.sliding_window.as_ref().filter(|w| w.layers.contains(&l)).map(|w| w.window);
-        let kind = OpKind::Attention { scale: 1.0 / (a.head_dim as f64).sqrt(), window, head_map: HeadMap::Grouped };
-        let mut ins = vec![q, kc1, vc1];
-        if self.spec.constructs.attention_sinks {
-            ins.push(self.param(l, n::ATTN_SINKS, &[a.heads]));
-        }
-        let o = self.b.op1(kind, &ins, &format!("{p}.attn"));
+        let scale = self.spec.constructs.attention_scale.unwrap_or(1.0 / (a.head_dim as f64).sqrt());
+        let o = self.attend(l, scale, [q, kc1, vc1], a.heads);
         let mut o = self.b.op1(OpKind::Reshape { shape: vec![qd] }, &[o], &format!("{p}.attn.flat"));
         if let Some(gate) = gate {
             let g = self.b.op1(OpKind::Act(Act::Sigmoid), &[gate], &format!("{p}.gate.sigmoid"));
             o = self.b.op1(OpKind::Mul, &[g, o], &format!("{p}.attn.gated"));
         }
-        let wo = self.param(l, n::ATTN_OUTPUT, &[h, qd]);
-        self.b.op1(OpKind::MatVec, &[wo, o], &format!("{p}.mix"))
+        self.output_projection(l, o, qd)
     }
 
-    /// The FFN: SwiGLU, or the spec's other kind.
+    /// The attention op of layer `l` over its caches, with the layer's sliding window and the
+    /// sinks when the spec has them: `[heads, dv]`.
+    fn attend(&mut self, l: usize, scale: f64, [q, keys, values]: [TensorId; 3], heads: usize) -> TensorId {
+        let window = self.spec.constructs.sliding_window.as_ref().filter(|w| w.layers.contains(&l)).map(|w| w.window);
+        let kind = OpKind::Attention { scale, window, head_map: HeadMap::Grouped };
+        let mut ins = vec![q, keys, values];
+        if self.spec.constructs.attention_sinks {
+            ins.push(self.param(l, n::ATTN_SINKS, &[heads]));
+        }
+        self.b.op1(kind, &ins, &format!("l{l}.attn"))
+    }
+
+    /// The attention's output projection of the flat `o` of `width` values, and its bias when the
+    /// spec has one.
+    fn output_projection(&mut self, l: usize, o: TensorId, width: usize) -> TensorId {
+        let h = self.spec.hidden;
+        let wo = self.param(l, n::ATTN_OUTPUT, &[h, width]);
+        if !self.spec.constructs.output_bias {
+            return self.b.op1(OpKind::MatVec, &[wo, o], &format!("l{l}.mix"));
+        }
+        let y = self.b.op1(OpKind::MatVec, &[wo, o], &format!("l{l}.mix.raw"));
+        self.biased(l, n::ATTN_OUTPUT_BIAS, y, &format!("l{l}.mix"))
+    }
+
+    /// `x + b` with `b` layer `l`'s tensor `what`, of `x`'s length.
+    fn biased(&mut self, l: usize, what: &str, x: TensorId, out: &str) -> TensorId {
+        let len = self.b.ty(x).numel().unwrap_or(0);
+        let b = self.param(l, what, &[len]);
+        self.b.op1(OpKind::Add, &[x, b], out)
+    }
+
+    /// Layer `l`'s RoPE of the first `dims` dims of each head: the sliding-window layers' own RoPE
+    /// when the spec gives one, else the attention's θ with the spec's scaling.
+    fn rope(&self, l: usize, dims: usize) -> OpKind {
+        let c = &self.spec.constructs;
+        let style = self.spec.attention.rope_style;
+        let sliding = c.sliding_window.as_ref().is_some_and(|w| w.layers.contains(&l));
+        match (&c.sliding_rope, sliding) {
+            (Some(r), true) => rope::rope_op(r.theta, dims, style, r.scaling.as_ref()),
+            _ => rope::rope_op(self.spec.attention.rope_theta, dims, style, c.rope_scaling.as_ref()),
+        }
+    }
+
+    /// The dense FFN: SwiGLU, or the spec's other kind.
     fn ffn(&mut self, l: usize, x: TensorId) -> TensorId {
         let (h, i) = (self.spec.hidden, self.spec.intermediate);
-        let p = format!("l{l}");
-        let gate = |me: &mut Self| {
-            let w = me.param(l, n::FFN_GATE, &[i, h]);
-            me.b.op1(OpKind::MatVec, &[w, x], &format!("{p}.ffn.gate"))
-        };
+        let p = format!("l{l}.ffn");
         let wu = self.param(l, n::FFN_UP, &[i, h]);
-        let up = |me: &mut Self| me.b.op1(OpKind::MatVec, &[wu, x], &format!("{p}.ffn.up"));
-        let act = |me: &mut Self, a: Act, t: TensorId| me.b.op1(OpKind::Act(a), &[t], &format!("{p}.ffn.act"));
-        let hidden = match self.spec.constructs.ffn {
-            Ffn::SwiGlu | Ffn::GeGlu => {
+        let gate = match self.spec.constructs.ffn.gated() {
+            true => {
+                let w = self.param(l, n::FFN_GATE, &[i, h]);
+                Some(self.b.op1(OpKind::MatVec, &[w, x], &format!("{p}.gate")))
+            }
+            false => None,
+        };
+        let up = self.b.op1(OpKind::MatVec, &[wu, x], &format!("{p}.up"));
+        let hidden = self.ffn_hidden(gate, up, &p);
+        let wd = self.param(l, n::FFN_DOWN, &[h, i]);
+        self.b.op1(OpKind::MatVec, &[wd, hidden], &p)
+    }
+
+    /// The FFN's activation, from its gate and up projections (`gate` absent for an ungated kind) to
+    /// what its down projection reads; tensors are named after `p`.
+    fn ffn_hidden(&mut self, gate: Option<TensorId>, up: TensorId, p: &str) -> TensorId {
+        let act = |me: &mut Self, a: Act, t: TensorId| me.b.op1(OpKind::Act(a), &[t], &format!("{p}.act"));
+        match (self.spec.constructs.ffn, gate) {
+            (Ffn::SwiGlu | Ffn::GeGlu, Some(g)) => {
                 let a = if self.spec.constructs.ffn == Ffn::SwiGlu { Act::Silu } else { Act::GeluTanh };
-                let g = gate(self);
-                let u = up(self);
                 let g = act(self, a, g);
-                self.b.op1(OpKind::Mul, &[g, u], &format!("{p}.ffn.hidden"))
+                self.b.op1(OpKind::Mul, &[g, up], &format!("{p}.hidden"))
             }
-            Ffn::GeluMlp { tanh } => {
-                let u = up(self);
-                act(self, if tanh { Act::GeluTanh } else { Act::Gelu }, u)
+            (Ffn::GeluMlp { tanh }, _) => act(self, if tanh { Act::GeluTanh } else { Act::Gelu }, up),
+            (Ffn::Relu2Mlp, _) => {
+                let r = act(self, Act::Relu, up);
+                self.b.op1(OpKind::Mul, &[r, r], &format!("{p}.hidden"))
             }
-            Ffn::Relu2Mlp => {
-                let u = up(self);
-                let r = act(self, Act::Relu, u);
-                self.b.op1(OpKind::Mul, &[r, r], &format!("{p}.ffn.hidden"))
-            }
-            Ffn::ClampedSwiGlu { alpha, limit } => {
-                let g = gate(self);
-                let u = up(self);
+            (Ffn::ClampedSwiGlu { alpha, limit }, Some(g)) => {
                 let g = self.b.op1(
                     OpKind::Clamp { min: f64::NEG_INFINITY, max: limit },
                     &[g],
-                    &format!("{p}.ffn.gate.clamped"),
+                    &format!("{p}.gate.clamped"),
                 );
-                let u = self.b.op1(OpKind::Clamp { min: -limit, max: limit }, &[u], &format!("{p}.ffn.up.clamped"));
-                let ga = self.b.op1(OpKind::Scale { factor: alpha }, &[g], &format!("{p}.ffn.gate.scaled"));
-                let s = self.b.op1(OpKind::Act(Act::Sigmoid), &[ga], &format!("{p}.ffn.gate.sigmoid"));
-                let glu = self.b.op1(OpKind::Mul, &[g, s], &format!("{p}.ffn.glu"));
-                let u = self.b.op1(OpKind::Offset { value: 1.0 }, &[u], &format!("{p}.ffn.up.plus1"));
-                self.b.op1(OpKind::Mul, &[u, glu], &format!("{p}.ffn.hidden"))
+                let u = self.b.op1(OpKind::Clamp { min: -limit, max: limit }, &[up], &format!("{p}.up.clamped"));
+                let ga = self.b.op1(OpKind::Scale { factor: alpha }, &[g], &format!("{p}.gate.scaled"));
+                let s = self.b.op1(OpKind::Act(Act::Sigmoid), &[ga], &format!("{p}.gate.sigmoid"));
+                let glu = self.b.op1(OpKind::Mul, &[g, s], &format!("{p}.glu"));
+                let u = self.b.op1(OpKind::Offset { value: 1.0 }, &[u], &format!("{p}.up.plus1"));
+                self.b.op1(OpKind::Mul, &[u, glu], &format!("{p}.hidden"))
             }
-        };
-        let wd = self.param(l, n::FFN_DOWN, &[h, i]);
-        self.b.op1(OpKind::MatVec, &[wd, hidden], &format!("{p}.ffn"))
+            // A gated kind always gets its gate (`Ffn::gated`).
+            (Ffn::SwiGlu | Ffn::GeGlu | Ffn::ClampedSwiGlu { .. }, None) => up,
+        }
     }
 }

@@ -9,7 +9,7 @@
 //! tower are skipped. The result holds exactly the tensors `layout(spec)` names, with their shapes;
 //! anything else is an error naming the tensor.
 
-mod files;
+pub(crate) mod files;
 pub mod names;
 pub mod transform;
 
@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::checkpoint::{Checkpoint, Tensor};
-use super::config::{ConfigError, spec_from_config_json};
+use super::config::{ConfigError, family_of_config_json, spec_from_config_json};
 use super::layout::layout;
 use super::spec::{ModelSpec, SpecError};
 use names::Role;
@@ -46,16 +46,28 @@ pub enum LoadError {
     DuplicateTensor { path: PathBuf, hf: String, tensor: String, first: String },
     #[error("{path}: {source}")]
     Config { path: PathBuf, source: ConfigError },
+    #[error(
+        "{path}: a {family} model; this loader reads Qwen3.5 dense checkpoints only, through their transforms (`stepcheck verdict` judges any family's config)"
+    )]
+    NoLoader { path: PathBuf, family: &'static str },
     #[error("the spec describes no valid decode step: {0}")]
     Spec(#[from] SpecError),
 }
 
+/// The family whose checkpoints this loader reads: the transforms are Qwen3.5's (another family's
+/// norms, for one, are not `1 + w`).
+pub const FAMILY: &str = "qwen3_5_text";
+
 /// The spec `dir/config.json` describes (named after the folder) and the checkpoint of `dir`'s
-/// weights.
+/// weights; a config of another family is refused before its weights are read.
 pub fn load_hf_folder(dir: &Path) -> Result<(ModelSpec, Checkpoint), LoadError> {
     let path = dir.join("config.json");
     let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Io { path: path.clone(), source })?;
     let name = dir.file_name().map_or_else(|| "hf".into(), |n| n.to_string_lossy().into_owned());
+    let family = family_of_config_json(&text).map_err(|source| LoadError::Config { path: path.clone(), source })?;
+    if family != FAMILY {
+        return Err(LoadError::NoLoader { path, family });
+    }
     let spec = spec_from_config_json(&text, &name).map_err(|source| LoadError::Config { path, source })?;
     let checkpoint = checkpoint_from_hf_folder(dir, &spec)?;
     Ok((spec, checkpoint))

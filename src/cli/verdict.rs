@@ -1,0 +1,70 @@
+//! `stepcheck verdict`: whether the engine runs a model, and every construct it has no unit for.
+//!
+//! The model is read from its `config.json` (given, or in a model folder) or from a GGUF file's
+//! metadata; no weights are read. Exit status 0 means accepted, 1 refused, 2 not judged.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::CliError;
+use super::args::VerdictArgs;
+use crate::admission::{Admission, admit_config_json, admit_spec};
+use crate::formats::gguf::GgufFile;
+use crate::model::gguf::spec_from_gguf;
+
+pub fn verdict(a: VerdictArgs) -> Result<ExitCode, CliError> {
+    let admission = admission_of(&a)?;
+    Ok(if admission.accepted() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn admission_of(a: &VerdictArgs) -> Result<Admission, CliError> {
+    let path: &Path = &a.model;
+    let name = path.file_stem().map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned());
+    let admission = if path.extension().is_some_and(|e| e == "gguf") {
+        let file = GgufFile::open(path)?;
+        admit_spec(&spec_from_gguf(file.info())?, a.numerics)?
+    } else {
+        let config = if path.is_dir() { path.join("config.json") } else { path.to_path_buf() };
+        let text = std::fs::read_to_string(&config).map_err(|e| format!("{}: {e}", config.display()))?;
+        let name =
+            if path.is_dir() { path.file_name().map_or(name.clone(), |n| n.to_string_lossy().into()) } else { name };
+        admit_config_json(&text, &name, a.numerics)?
+    };
+    if a.json {
+        let v = json!({
+            "accepted": admission.accepted(),
+            "error": admission.refusal().map(|r| r.name()),
+            "reasons": admission.names(),
+        });
+        println!("{v}");
+    } else {
+        print(&admission);
+    }
+    Ok(admission)
+}
+
+/// The verdict as a user reads it: `accepted` with the program's size, or the refusal, then each
+/// construct the engine has no unit for, once, in reading order, with where it first occurs and
+/// how often.
+fn print(admission: &Admission) {
+    if let Some(p) = admission.program {
+        println!(
+            "accepted: a program of {} blocks, {} commands, {} buffers and {} pieces of state",
+            p.blocks, p.commands, p.buffers, p.states
+        );
+        return;
+    }
+    if let Some(r) = admission.refusal() {
+        println!("refused: {} — {r}", r.name());
+    }
+    println!("every construct the engine has no unit for, in reading order:");
+    for name in admission.names() {
+        let mut of_name = admission.reasons.iter().filter(|r| r.name() == name);
+        let first = of_name.next().map(ToString::to_string).unwrap_or_default();
+        let more = of_name.count();
+        let also = if more > 0 { format!(" (and {more} more)") } else { String::new() };
+        println!("  {name}{also}: {first}");
+    }
+}

@@ -1,0 +1,61 @@
+//! The command line as a user meets it: what each command prints and its exit status.
+
+use std::process::{Command, Output};
+
+fn stepcheck(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stepcheck"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn run_json_prints_one_object_with_the_tokens_and_a_row_of_logits_per_step() {
+    for interp in ["engine", "reference"] {
+        let o = stepcheck(&["run", "--preset", "tiny", "--tokens", "3,1,4", "--json", "--interp", interp]);
+        assert!(o.status.success(), "{interp}: {}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+        assert_eq!(v["tokens"], serde_json::json!([3, 1, 4]));
+        let rows = v["logits"].as_array().expect("logits");
+        assert_eq!(rows.len(), 3);
+        assert!(rows.iter().all(|r| r.as_array().is_some_and(|r| r.len() == 97)));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains("checkpoint:") && stderr.contains("step 2"), "timings on stderr: {stderr}");
+    }
+}
+
+#[test]
+fn lower_prints_the_program_or_the_refusal_with_its_exit_status() {
+    // (arguments, exit status, what stdout starts with)
+    let cases: [(&[&str], i32, &str); 3] = [
+        (&["lower", "--preset", "tiny"], 0, "program tiny numerics f32/f32/f32"),
+        (&["lower", "--preset", "tiny", "--numerics", "bf16/bf16/bf16"], 1, "refused: RecurrentStateBelowF32"),
+        (&["lower", "reference/fixtures/qwen35-b/model.gguf"], 0, "program qwen35-b"),
+    ];
+    for (args, status, starts) in cases {
+        let o = stepcheck(args);
+        assert_eq!(o.status.code(), Some(status), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(stdout(&o).starts_with(starts), "{args:?}: {}", stdout(&o));
+    }
+}
+
+#[test]
+fn check_prints_one_agreeing_line_per_model() {
+    let o = stepcheck(&["check", "--preset", "tiny", "reference/fixtures/qwen35-c", "--steps", "3"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(lines[1..].iter().all(|l| l.split_whitespace().nth(1) == Some("agree")), "{lines:?}");
+}
+
+#[test]
+fn a_bad_model_path_is_an_error_not_a_panic() {
+    let o = stepcheck(&["run", "no/such/model.gguf", "--tokens", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with("error:"));
+}
