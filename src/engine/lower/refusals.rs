@@ -98,8 +98,14 @@ pub fn attention(m: &Matcher, input: TensorId, ops: &[usize], at: Site) -> Vec<L
             }
         }
     }
-    let interleaved =
-        |r: &&usize| matches!(g.ops[**r].kind, OpKind::Rope { style: crate::ir::RopeStyle::Interleaved, .. });
+    // Interleaved pairing whether the frequencies are θ's (`rope`) or given (`rope_freqs`, scaled RoPE).
+    let interleaved = |r: &&usize| {
+        matches!(
+            g.ops[**r].kind,
+            OpKind::Rope { style: crate::ir::RopeStyle::Interleaved, .. }
+                | OpKind::RopeFreqs { style: crate::ir::RopeStyle::Interleaved, .. }
+        )
+    };
     if let Some(&r) = ops.iter().find(interleaved) {
         out.push(LowerError::InterleavedRope { at: at_op(at, r) });
     }
