@@ -13,10 +13,9 @@ use crate::engine::lower::{LowerError, Site, lower_graph, refusals_in_order};
 use crate::engine::numerics::Numerics;
 use crate::engine::program::{BlockKind, Program};
 use crate::engine::shim::EngineShim;
-use crate::ir::Graph;
 use crate::model::author::decode_step;
 use crate::model::config::{ConfigError, Part, Unsupported, read_config_json};
-use crate::model::spec::{Mixer, ModelSpec, SpecError};
+use crate::model::spec::{ModelSpec, SpecError};
 
 /// Why a model stands refused: a construct of its step graph or one of its config.
 #[derive(Clone, Debug, PartialEq)]
@@ -180,8 +179,7 @@ pub fn admit_spec(spec: &ModelSpec, numerics: Numerics) -> Result<Admission, Adm
 /// The verdict on `spec`, whose layer `i` is the config's layer `layers[i]`, with the config's own
 /// reasons `config`.
 fn admit(spec: &ModelSpec, layers: &[usize], config: Vec<Reason>, numerics: Numerics) -> Result<Admission, AdmitError> {
-    let (graph, unwritten) = authored(spec)?;
-    let graph = EngineShim::default().prepare(&graph);
+    let graph = EngineShim::default().prepare(&decode_step(spec)?);
     let (program, refused) = match lower_graph(&graph, numerics) {
         Ok(p) => (Some(p), None),
         Err(e) if e.is_refused_construct() || matches!(e, LowerError::RecurrentStateBelowF32 { .. }) => (None, Some(e)),
@@ -194,7 +192,7 @@ fn admit(spec: &ModelSpec, layers: &[usize], config: Vec<Reason>, numerics: Nume
     {
         found.push(e);
     }
-    let mut reasons: Vec<Reason> = unwritten.into_iter().chain(found).map(Reason::Graph).collect();
+    let mut reasons: Vec<Reason> = found.into_iter().map(Reason::Graph).collect();
     for r in &mut reasons {
         if let Reason::Graph(e) = r
             && let Some(site) = e.site_mut()
@@ -206,33 +204,4 @@ fn admit(spec: &ModelSpec, layers: &[usize], config: Vec<Reason>, numerics: Nume
     reasons.sort_by_key(Reason::rank);
     let program = program.filter(|_| reasons.is_empty()).map(|p| ProgramSize::of(&p));
     Ok(Admission { program, reasons })
-}
-
-/// The step graph of `spec`, and the refusals of what the author does not write yet.
-///
-/// The author does not yet write experts or latent attention; until it does, the graph is the
-/// spec's without them, and each layer that has them is refused by name at its FFN or attention
-/// block, where the lowering would find them.
-fn authored(spec: &ModelSpec) -> Result<(Graph, Vec<LowerError>), SpecError> {
-    let (experts, latent) = (spec.constructs.experts.is_some(), spec.constructs.latent_attention.is_some());
-    let error = match decode_step(spec) {
-        Ok(g) => return Ok((g, vec![])),
-        Err(e) if experts || latent => e,
-        Err(e) => return Err(e),
-    };
-    let mut written = spec.clone();
-    written.constructs.experts = None;
-    written.constructs.latent_attention = None;
-    let graph = decode_step(&written).map_err(|_| error)?;
-    let at = |block, l| Site { block, layer: Some(l), op: None };
-    let mut named = vec![];
-    for (l, &mixer) in spec.layers.iter().enumerate() {
-        if latent && mixer == Mixer::Attention {
-            named.push(LowerError::LatentAttention { at: at(BlockKind::Attention, l) });
-        }
-        if experts {
-            named.push(LowerError::Experts { at: at(BlockKind::Ffn, l) });
-        }
-    }
-    Ok((graph, named))
 }

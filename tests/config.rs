@@ -4,9 +4,10 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use stepcheck::model::config::{ConfigError, Construct, RopeScaling, spec_from_config_json};
+use stepcheck::model::author::rope::yarn_attention_factor;
+use stepcheck::model::config::{ConfigError, Construct, RopeKind, spec_from_config_json};
 use stepcheck::model::presets;
-use stepcheck::model::spec::{Ffn, Mixer, ModelSpec};
+use stepcheck::model::spec::{Ffn, Mixer, ModelSpec, RopeScaling};
 
 /// The text config of `presets::tiny()`, as transformers 5 writes it for `Qwen3_5ForCausalLM`.
 fn tiny_text_config() -> Value {
@@ -171,6 +172,23 @@ fn every_form_reads_as_the_spec_it_describes() {
             tiny_with(|s| s.constructs.ffn = Ffn::GeGlu),
         ),
         ("attention_bias false", with(text(), json!({"attention_bias": false})), presets::tiny()),
+        (
+            "YaRN, as a spec states it",
+            wrapped(with(
+                text(),
+                json!({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}),
+            )),
+            tiny_with(|s| {
+                s.constructs.rope_scaling = Some(RopeScaling::Yarn {
+                    factor: 4.0,
+                    original_context: 32768,
+                    beta_fast: 32.0,
+                    beta_slow: 1.0,
+                    truncate: true,
+                    attention_factor: yarn_attention_factor(4.0, None, None),
+                })
+            }),
+        ),
     ];
     for (what, config, want) in cases {
         match read(&config) {
@@ -190,54 +208,83 @@ fn configs_that_describe_no_accepted_model_are_refused_by_name() {
     let cases: Vec<(&str, String, Refusal)> = vec![
         ("garbage", "{\"model_type\": ".into(), |e| matches!(e, Json(_))),
         ("not an object", "[1, 2]".into(), |e| matches!(e, WrongType { expected: "an object", .. })),
-        ("no model_type", with(text(), json!({"model_type": null})).to_string(), |e| {
-            matches!(e, Missing { field } if field == "model_type")
-        }),
-        ("unknown family", with(text(), json!({"model_type": "bloom"})).to_string(), |e| {
-            matches!(e, UnsupportedFamily { model_type } if model_type == "bloom")
-        }),
+        (
+            "no model_type",
+            with(text(), json!({"model_type": null})).to_string(),
+            |e| matches!(e, Missing { field } if field == "model_type"),
+        ),
+        (
+            "unknown family",
+            with(text(), json!({"model_type": "bloom"})).to_string(),
+            |e| matches!(e, UnsupportedFamily { model_type } if model_type == "bloom"),
+        ),
         (
             "wrapper around another family's text config",
             wrapped(with(text(), json!({"model_type": "qwen3_5_moe_text"}))).to_string(),
             |e| matches!(e, UnsupportedFamily { model_type } if model_type == "qwen3_5_moe_text"),
         ),
-        ("wrapper without text_config", json!({"model_type": "qwen3_5"}).to_string(), |e| {
-            matches!(e, Missing { field } if field == "text_config")
-        }),
-        ("text_config not an object", json!({"model_type": "qwen3_5", "text_config": 3}).to_string(), |e| {
-            matches!(e, WrongType { field, .. } if field == "text_config")
-        }),
-        ("missing hidden_size (bare)", with(text(), json!({"hidden_size": null})).to_string(), |e| {
-            matches!(e, Missing { field } if field == "hidden_size")
-        }),
-        ("missing head_dim (wrapped)", wrapped(with(text(), json!({"head_dim": null}))).to_string(), |e| {
-            matches!(e, Missing { field } if field == "text_config.head_dim")
-        }),
-        ("missing linear_num_value_heads", with(text(), json!({"linear_num_value_heads": null})).to_string(), |e| {
-            matches!(e, Missing { field } if field == "linear_num_value_heads")
-        }),
-        ("size as a string", with(text(), json!({"hidden_size": "64"})).to_string(), |e| {
-            matches!(e, WrongType { field, found, .. } if field == "hidden_size" && found.contains("\"64\""))
-        }),
-        ("size as a fraction", with(text(), json!({"vocab_size": 97.5})).to_string(), |e| {
-            matches!(e, WrongType { field, .. } if field == "vocab_size")
-        }),
-        ("negative size", with(text(), json!({"num_attention_heads": -4})).to_string(), |e| {
-            matches!(e, WrongType { field, .. } if field == "num_attention_heads")
-        }),
-        ("eps as a string", with(text(), json!({"rms_norm_eps": "1e-6"})).to_string(), |e| {
-            matches!(e, WrongType { field, .. } if field == "rms_norm_eps")
-        }),
-        ("tie as a string", with(wrapped(text()), json!({"tie_word_embeddings": "yes"})).to_string(), |e| {
-            matches!(e, WrongType { field, .. } if field == "tie_word_embeddings")
-        }),
-        ("layer_types not an array", with(text(), json!({"layer_types": "full_attention"})).to_string(), |e| {
-            matches!(e, WrongType { field, .. } if field == "layer_types")
-        }),
+        (
+            "wrapper without text_config",
+            json!({"model_type": "qwen3_5"}).to_string(),
+            |e| matches!(e, Missing { field } if field == "text_config"),
+        ),
+        (
+            "text_config not an object",
+            json!({"model_type": "qwen3_5", "text_config": 3}).to_string(),
+            |e| matches!(e, WrongType { field, .. } if field == "text_config"),
+        ),
+        (
+            "missing hidden_size (bare)",
+            with(text(), json!({"hidden_size": null})).to_string(),
+            |e| matches!(e, Missing { field } if field == "hidden_size"),
+        ),
+        (
+            "missing head_dim (wrapped)",
+            wrapped(with(text(), json!({"head_dim": null}))).to_string(),
+            |e| matches!(e, Missing { field } if field == "text_config.head_dim"),
+        ),
+        (
+            "missing linear_num_value_heads",
+            with(text(), json!({"linear_num_value_heads": null})).to_string(),
+            |e| matches!(e, Missing { field } if field == "linear_num_value_heads"),
+        ),
+        (
+            "size as a string",
+            with(text(), json!({"hidden_size": "64"})).to_string(),
+            |e| matches!(e, WrongType { field, found, .. } if field == "hidden_size" && found.contains("\"64\"")),
+        ),
+        (
+            "size as a fraction",
+            with(text(), json!({"vocab_size": 97.5})).to_string(),
+            |e| matches!(e, WrongType { field, .. } if field == "vocab_size"),
+        ),
+        (
+            "negative size",
+            with(text(), json!({"num_attention_heads": -4})).to_string(),
+            |e| matches!(e, WrongType { field, .. } if field == "num_attention_heads"),
+        ),
+        (
+            "eps as a string",
+            with(text(), json!({"rms_norm_eps": "1e-6"})).to_string(),
+            |e| matches!(e, WrongType { field, .. } if field == "rms_norm_eps"),
+        ),
+        (
+            "tie as a string",
+            with(wrapped(text()), json!({"tie_word_embeddings": "yes"})).to_string(),
+            |e| matches!(e, WrongType { field, .. } if field == "tie_word_embeddings"),
+        ),
+        (
+            "layer_types not an array",
+            with(text(), json!({"layer_types": "full_attention"})).to_string(),
+            |e| matches!(e, WrongType { field, .. } if field == "layer_types"),
+        ),
         (
             "sliding_attention layer",
-            with(text(), json!({"layer_types": ["full_attention", "linear_attention", "sliding_attention", "full_attention"]}))
-                .to_string(),
+            with(
+                text(),
+                json!({"layer_types": ["full_attention", "linear_attention", "sliding_attention", "full_attention"]}),
+            )
+            .to_string(),
             |e| matches!(e, BadValue { field, found, .. } if field == "layer_types[2]" && found.contains("sliding")),
         ),
         (
@@ -251,27 +298,20 @@ fn configs_that_describe_no_accepted_model_are_refused_by_name() {
             |e| matches!(e, BadValue { field, .. } if field == "full_attention_interval"),
         ),
         (
-            "yarn RoPE",
-            wrapped(with(
-                text(),
-                json!({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}),
-            ))
-            .to_string(),
-            |e| matches!(e, Unsupported { construct: Construct::ScaledRope(RopeScaling::Yarn), field, .. } if field == "text_config.rope_parameters.rope_type"),
-        ),
-        (
             "llama3 RoPE in legacy rope_scaling",
             with(text(), json!({"rope_scaling": {"type": "llama3", "factor": 8.0}})).to_string(),
-            |e| matches!(e, Unsupported { construct: Construct::ScaledRope(RopeScaling::Llama3), field, .. } if field == "rope_scaling.type"),
+            |e| matches!(e, Unsupported { construct: Construct::ScaledRope(RopeKind::Llama3), field, .. } if field == "rope_scaling.type"),
         ),
         (
             "a RoPE type stepcheck does not know",
             with(text(), json!({"rope_parameters": {"rope_type": "spiral"}})).to_string(),
             |e| matches!(e, UnsupportedRope { field, rope_type } if rope_type == "spiral" && field == "rope_parameters.rope_type"),
         ),
-        ("rope_parameters not an object", with(text(), json!({"rope_parameters": [1]})).to_string(), |e| {
-            matches!(e, WrongType { field, .. } if field == "rope_parameters")
-        }),
+        (
+            "rope_parameters not an object",
+            with(text(), json!({"rope_parameters": [1]})).to_string(),
+            |e| matches!(e, WrongType { field, .. } if field == "rope_parameters"),
+        ),
         (
             "RoPE θ given twice, differently",
             with(text(), json!({"rope_theta": 1e6})).to_string(),
@@ -282,24 +322,34 @@ fn configs_that_describe_no_accepted_model_are_refused_by_name() {
             with(text(), json!({"rope_parameters": {"partial_rotary_factor": 1.5}})).to_string(),
             |e| matches!(e, BadValue { field, .. } if field == "rope_parameters.partial_rotary_factor"),
         ),
-        ("an activation the graph has no op for", with(text(), json!({"hidden_act": "relu"})).to_string(), |e| {
-            matches!(e, Unsupported { construct: Construct::Activation, field, .. } if field == "hidden_act")
-        }),
-        ("attention biases", with(text(), json!({"attention_bias": true})).to_string(), |e| {
-            matches!(e, Unsupported { family, construct: Construct::AttentionBias, field } if field == "attention_bias" && family == "qwen3_5_text")
-        }),
-        ("absurd layer count", with(text(), json!({"layer_types": null, "num_hidden_layers": 1u64 << 40})).to_string(), |e| {
-            matches!(e, BadValue { field, .. } if field == "num_hidden_layers")
-        }),
-        ("absurd width", with(text(), json!({"hidden_size": u64::MAX})).to_string(), |e| {
-            matches!(e, BadValue { field, .. } if field == "hidden_size")
-        }),
+        (
+            "an activation the graph has no op for",
+            with(text(), json!({"hidden_act": "relu"})).to_string(),
+            |e| matches!(e, Unsupported { construct: Construct::Activation, field, .. } if field == "hidden_act"),
+        ),
+        (
+            "attention biases on a gated attn_q: no spec states them",
+            with(text(), json!({"attention_bias": true})).to_string(),
+            |e| matches!(e, Spec(_)),
+        ),
+        (
+            "absurd layer count",
+            with(text(), json!({"layer_types": null, "num_hidden_layers": 1u64 << 40})).to_string(),
+            |e| matches!(e, BadValue { field, .. } if field == "num_hidden_layers"),
+        ),
+        (
+            "absurd width",
+            with(text(), json!({"hidden_size": u64::MAX})).to_string(),
+            |e| matches!(e, BadValue { field, .. } if field == "hidden_size"),
+        ),
         ("heads that do not share KV heads", with(text(), json!({"num_attention_heads": 3})).to_string(), |e| {
             matches!(e, Spec(_))
         }),
-        ("value heads that do not share key heads", with(text(), json!({"linear_num_value_heads": 5})).to_string(), |e| {
-            matches!(e, Spec(_))
-        }),
+        (
+            "value heads that do not share key heads",
+            with(text(), json!({"linear_num_value_heads": 5})).to_string(),
+            |e| matches!(e, Spec(_)),
+        ),
     ];
     for (what, config, refusal) in cases {
         match spec_from_config_json(&config, "tiny") {

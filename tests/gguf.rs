@@ -499,6 +499,36 @@ fn malformed_files_are_refused_with_the_error_that_names_the_fault() {
     }
 }
 
+/// A file whose tensors, each `[n]` F32 and named `t0`, `t1`, …, all start at data offset 0.
+fn tensors_sharing_data(count: usize, n: u64) -> Vec<u8> {
+    let mut out = header(3, count as u64, 0);
+    for i in 0..count {
+        put_str(&mut out, &format!("t{i}"));
+        out.extend(1u32.to_le_bytes());
+        out.extend(n.to_le_bytes());
+        out.extend(0u32.to_le_bytes());
+        out.extend(0u64.to_le_bytes());
+    }
+    out.resize(out.len().next_multiple_of(32) + 4 * n as usize, 0);
+    out
+}
+
+// Root cause: tensors could share data, so reading them all (`checkpoint_from_bytes`) allocated the
+// tensor count times the data size: the 1 MB file below, 20,000 infos sharing 256 KB, asked for 5 GB.
+#[test]
+fn tensors_whose_data_overlap_are_refused_as_llama_cpp_refuses_them() {
+    let e = refusal(&tensors_sharing_data(2, 8));
+    assert!(
+        matches!(&e, GgufError::OverlappingData { tensor, offset: 0, other } if tensor == "t1" && other == "t0"),
+        "{e:?}"
+    );
+    let bytes = tensors_sharing_data(20_000, 1 << 16);
+    assert!(matches!(checkpoint_from_bytes(&bytes), Err(LoadError::Gguf(GgufError::OverlappingData { .. }))));
+    // Tensors of no values take no bytes, wherever they start.
+    let empty = GgufWriter::default().tensor("e", &[0], 0, vec![]).f32_tensor("w", &[2], &[1., 2.]).to_bytes();
+    assert_eq!(read_everything(&empty).expect("valid"), vec![vec![], vec![1., 2.]]);
+}
+
 #[test]
 fn every_truncation_of_a_valid_file_is_refused_as_a_truncation() {
     let bytes = small_file();

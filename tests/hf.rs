@@ -11,7 +11,7 @@ use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 use serde_json::json;
 use stepcheck::model::Checkpoint;
-use stepcheck::model::hf::{LoadError, checkpoint_from_hf_folder, load_hf_folder};
+use stepcheck::model::hf::{LoadError, checkpoint_from_hf_folder, load_hf_folder, tensors_from_bytes};
 use stepcheck::model::layout::layout;
 use stepcheck::model::presets;
 use stepcheck::model::spec::{DeltaNetSpec, Mixer, ModelSpec};
@@ -668,6 +668,22 @@ fn the_micro_model_loads() {
     let dir = Folder::new();
     std::fs::write(dir.file("model.safetensors"), micro_bytes()).expect("write");
     load(&dir, &micro());
+}
+
+#[test]
+fn a_weight_file_held_in_memory_reads_as_the_loader_reads_it_from_a_folder() {
+    let bytes = micro_bytes();
+    let mut want = hf_model(&micro(), "model.");
+    want.sort_by(|a, b| a.name.cmp(&b.name));
+    let got = tensors_from_bytes(Path::new("micro.safetensors"), &bytes).expect("a valid file");
+    assert_eq!(got.len(), want.len());
+    for ((name, t), w) in got.iter().zip(&want) {
+        assert_eq!((name, &t.shape, &t.data), (&w.name, &w.shape, &w.data));
+    }
+    let cut = &bytes[..bytes.len() - 10];
+    let refused = tensors_from_bytes(Path::new("cut.safetensors"), cut).expect_err("a truncated file");
+    assert!(matches!(&refused, LoadError::BadHeader { path, .. } if ends_with(path, "cut.safetensors")), "{refused}");
+    assert!(matches!(load_bytes(cut), Err(LoadError::BadHeader { .. })));
 }
 
 fn load_bytes(bytes: &[u8]) -> Result<Checkpoint, LoadError> {

@@ -10,7 +10,7 @@ use stepcheck::engine::{Numerics, Storage, shim::EngineShim};
 use stepcheck::fuse::Symbol;
 use stepcheck::ir::{Graph, HeadMap, Op, OpKind, RopeStyle, StateKind, TensorDecl, TensorId, Ty};
 use stepcheck::model::bind::Binding;
-use stepcheck::model::spec::{Experts, Ffn, LatentAttention, ModelSpec, PostNorm, Routing, SlidingWindow};
+use stepcheck::model::spec::{Experts, Ffn, LatentAttention, ModelSpec, PostNorm, RopeScaling, Routing, SlidingWindow};
 use stepcheck::model::{author::decode_step, presets};
 
 // ---- The boundary: author, fuse, lower. ----
@@ -314,6 +314,24 @@ fn cases() -> Vec<Case> {
             Some((Attention, l(0))),
         ),
         case(
+            "q/k/v biases on an ungated attention (Qwen2)",
+            Engine(with(|s| (s.attention.output_gate, s.constructs.qkv_bias) = (false, true))),
+            "AttentionBias",
+            Some((Attention, l(0))),
+        ),
+        case(
+            "a bias on the attention's output projection",
+            Engine(with(|s| s.constructs.output_bias = true)),
+            "AttentionBias",
+            Some((Attention, l(0))),
+        ),
+        case(
+            "linearly scaled RoPE",
+            Engine(with(|s| s.constructs.rope_scaling = Some(RopeScaling::Linear { factor: 8.0 }))),
+            "ScaledRope",
+            Some((Attention, l(0))),
+        ),
+        case(
             "interleaved RoPE, as the author writes it",
             Engine(with(|s| s.attention.rope_style = RopeStyle::Interleaved)),
             "InterleavedRope",
@@ -432,6 +450,8 @@ fn every_variant_but_the_unreachable_ones_has_a_case() {
         "ScaledEmbedding",
         "InterleavedRope",
         "AttentionScale",
+        "ScaledRope",
+        "AttentionBias",
     ] {
         assert!(named.contains(&v) && !not_yet.contains(&v), "{v} has no case");
     }

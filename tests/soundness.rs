@@ -266,8 +266,9 @@ fn case_like() -> impl Strategy<Value = String> {
 
 // ---- Refusal order. ----
 
-/// Each construct of a mixed spec that the engine refuses by name, and a shim without a symbol,
-/// alone on the spec without the others: the refusal each gives by itself.
+/// Each construct of a mixed spec, and a shim without a symbol, alone on the spec without the
+/// others: the refusal each gives by itself. (A sliding window's own RoPE only matters with the
+/// window, and comes with it in the mix.)
 fn alone(spec: &ModelSpec, without: Option<Symbol>) -> Vec<Outcome> {
     let c = &spec.constructs;
     let base = ModelSpec {
@@ -295,6 +296,12 @@ fn alone(spec: &ModelSpec, without: Option<Symbol>) -> Vec<Outcome> {
     add(c.attention_scale.is_some(), &|s| s.constructs.attention_scale = c.attention_scale);
     add(c.latent_attention.is_some(), &|s| s.constructs.latent_attention = c.latent_attention.clone());
     add(spec.attention.rope_style == RopeStyle::Interleaved, &|s| s.attention.rope_style = RopeStyle::Interleaved);
+    add(c.rope_scaling.is_some(), &|s| s.constructs.rope_scaling = c.rope_scaling.clone());
+    add(c.qkv_bias, &|s| {
+        s.constructs.qkv_bias = true;
+        s.attention.output_gate = false;
+    });
+    add(c.output_bias, &|s| s.constructs.output_bias = true);
     if without.is_some() {
         singles.push((base.clone(), without));
     }
@@ -308,8 +315,9 @@ fn lowered(spec: &ModelSpec, without: Option<Symbol>) -> Outcome {
 }
 
 /// Where a refusal is in reading order; at one place, the order the block checks them in: the
-/// attention block's named constructs (latent, sinks, window, scale, interleaved RoPE) before
-/// matching it (a symbol the shim lacks), the FFN's experts before its shape before matching it.
+/// attention block's named constructs (latent, sinks, window, scale, interleaved RoPE, scaled RoPE,
+/// a bias) before matching it (a symbol the shim lacks), the FFN's experts before its shape before
+/// matching it.
 fn order(o: &Outcome) -> ((usize, usize), usize) {
     let Outcome::Refused { variant, at } = o else { return ((usize::MAX, usize::MAX), usize::MAX) };
     let within = [
@@ -318,6 +326,8 @@ fn order(o: &Outcome) -> ((usize, usize), usize) {
         "SlidingWindow",
         "AttentionScale",
         "InterleavedRope",
+        "ScaledRope",
+        "AttentionBias",
         "Experts",
         "NotSwiGlu",
         "Unfused",
@@ -331,15 +341,12 @@ proptest! {
     /// A spec mixing constructs the engine refuses by name (and maybe a shim without a symbol) is
     /// refused with the refusal that comes first in the engine's reading order among those each
     /// gives alone: the embedding, then per layer its norm, mixer, add, FFN norm, FFN and add, then
-    /// the advance, the final norm and the head. (Biases and scaled RoPE, which the engine refuses
-    /// by a matcher error rather than by name, are left out of the mix.)
+    /// the advance, the final norm and the head.
     #[test]
     fn mixed_constructs_refuse_with_the_first_in_reading_order(bytes in proptest::collection::vec(any::<u8>(), 8..64)) {
         let mut d = Draw::new(&bytes);
         let mut spec = gen_spec::spec(&mut d);
-        let mut c = gen_spec::constructs(&mut d, &mut spec);
-        (c.qkv_bias, c.output_bias, c.rope_scaling, c.sliding_rope) = (false, false, None, None);
-        spec.constructs = c;
+        spec.constructs = gen_spec::constructs(&mut d, &mut spec);
         let without = if d.below(3) == 0 { Some(*d.pick(&Symbol::ALL)) } else { None };
         let singles = alone(&spec, without);
         let first = singles.iter().filter(|o| **o != Outcome::Accepted).min_by_key(|o| order(o)).cloned();

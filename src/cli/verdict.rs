@@ -38,9 +38,9 @@ fn admission_of(a: &VerdictArgs) -> Result<Admission, CliError> {
             "error": admission.refusal().map(|r| r.name()),
             "reasons": admission.names(),
         });
-        println!("{v}");
+        outln!("{v}");
     } else {
-        print(&admission);
+        print(&admission)?;
     }
     Ok(admission)
 }
@@ -48,23 +48,27 @@ fn admission_of(a: &VerdictArgs) -> Result<Admission, CliError> {
 /// The verdict as a user reads it: `accepted` with the program's size, or the refusal, then each
 /// construct the engine has no unit for, once, in reading order, with where it first occurs and
 /// how often.
-fn print(admission: &Admission) {
+fn print(admission: &Admission) -> Result<(), CliError> {
     if let Some(p) = admission.program {
-        println!(
+        outln!(
             "accepted: a program of {} blocks, {} commands, {} buffers and {} pieces of state",
-            p.blocks, p.commands, p.buffers, p.states
+            p.blocks,
+            p.commands,
+            p.buffers,
+            p.states
         );
-        return;
+        return Ok(());
     }
     if let Some(r) = admission.refusal() {
-        println!("refused: {} — {r}", r.name());
+        outln!("refused: {} — {r}", r.name());
     }
-    println!("every construct the engine has no unit for, in reading order:");
+    outln!("every construct the engine has no unit for, in reading order:");
     for name in admission.names() {
         let mut of_name = admission.reasons.iter().filter(|r| r.name() == name);
         let first = of_name.next().map(ToString::to_string).unwrap_or_default();
         let more = of_name.count();
         let also = if more > 0 { format!(" (and {more} more)") } else { String::new() };
-        println!("  {name}{also}: {first}");
+        outln!("  {name}{also}: {first}");
     }
+    Ok(())
 }

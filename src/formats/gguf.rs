@@ -2,9 +2,10 @@
 //!
 //! The reader trusts nothing it reads. Every count and length is checked against the bytes left and
 //! against the limits below before anything is allocated, every product of sizes is checked for
-//! overflow, and every tensor's data must lie inside the file. A file that breaks a rule is a
-//! [`GgufError`] that names the rule, the byte offset and the key or tensor; it is never a panic.
-//! Memory the reader allocates is bounded by a small multiple of the file's size.
+//! overflow, and every tensor's data must lie inside the file, in bytes no other tensor's data
+//! takes. A file that breaks a rule is a [`GgufError`] that names the rule, the byte offset and the
+//! key or tensor; it is never a panic. Memory the reader allocates, and the values of all its tensors
+//! together, are bounded by a small multiple of the file's size.
 //!
 //! GGUF lists a tensor's dims innermost first (`ne[0]` varies fastest). [`TensorInfo::shape`] is
 //! their reverse, outermost first, so that an HF `[out, in]` matrix (stored `ne = [in, out]`) reads as
@@ -95,6 +96,8 @@ pub enum GgufError {
     DuplicateTensor { offset: u64, tensor: String },
     #[error("tensor `{tensor}`: its data offset {offset} is not a multiple of the alignment {alignment}")]
     MisalignedOffset { tensor: String, offset: u64, alignment: u64 },
+    #[error("tensor `{tensor}`: its data at offset {offset} overlaps the data of tensor `{other}`")]
+    OverlappingData { tensor: String, offset: u64, other: String },
 }
 
 /// A result whose error is a [`GgufError`].
@@ -906,5 +909,31 @@ fn parse(bytes: &[u8]) -> Result<GgufInfo> {
         }
         tensors.push(TensorInfo { name, ne, shape, ggml_type, offset, n_bytes });
     }
+    check_disjoint(&tensors)?;
     Ok(GgufInfo { version, alignment, data_offset, file_len, metadata, keys, tensors, tensor_names })
+}
+
+/// Refuses tensors whose data overlap. llama.cpp lays tensors out one after another and refuses any
+/// other offset; this reader asks only that no byte belong to two tensors, which is what keeps the
+/// values of all tensors together within a small multiple of the file's size. Tensors of no bytes,
+/// or of a type whose size is unknown (never read), take no room.
+fn check_disjoint(tensors: &[TensorInfo]) -> Result<()> {
+    // Every end was checked to lie inside the file: no overflow.
+    let mut ranges: Vec<(u64, u64, &str)> = tensors
+        .iter()
+        .filter_map(|t| t.n_bytes.filter(|&n| n > 0).map(|n| (t.offset, t.offset + n, t.name.as_str())))
+        .collect();
+    ranges.sort_unstable();
+    for pair in ranges.windows(2) {
+        if let [(_, end, other), (start, _, tensor)] = pair
+            && start < end
+        {
+            return Err(GgufError::OverlappingData {
+                tensor: (*tensor).into(),
+                offset: *start,
+                other: (*other).into(),
+            });
+        }
+    }
+    Ok(())
 }

@@ -41,9 +41,8 @@ fn rewrite(graph: &Graph, rewrites: &[Rewrite]) -> Option<Graph> {
             ops.push(op.clone());
         }
     }
-    let mut g = graph.clone();
-    g.ops = topological(&g, ops)?;
-    Some(g)
+    let ops = topological(graph, ops)?;
+    Some(Graph { ops, ..graph.clone() })
 }
 
 /// The ops in an order that writes every tensor before reading it, taking at each point the first

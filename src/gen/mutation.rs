@@ -104,10 +104,9 @@ pub enum Mutation {
     /// norm, of the gated norm, of both q/k norms of an attention block; θ and rotary dims set on
     /// both RoPEs of a block. Otherwise refused at the op's block: `WrongAttribute` where the unit
     /// fixes the attribute (one q/k norm or RoPE apart from its twin, the l2 norms' eps, the query
-    /// scale, head maps, the output gate's or gated norm's activation); by the construct's name
-    /// where a family has it (`SlidingWindow` for a window, `AttentionScale` for another score
-    /// scale, `InterleavedRope` for GPT-J pairing, all recognised before the block is matched);
-    /// `NotSwiGlu` for the FFN's activation;
+    /// scale, head maps, the output gate's or gated norm's activation); `AttentionScale` for the
+    /// attention's scale and `InterleavedRope` for both RoPEs made interleaved, the constructs the
+    /// lowering names; `SlidingWindow` for a window; `NotSwiGlu` for the FFN's activation;
     /// `NotFusable` where the op belongs to a fusion pattern it no longer matches (the conv's
     /// SiLU, the gates' softplus, bias add and decay product, the products of a gated
     /// activation, the gates' sigmoid made a softplus); `WrongOp` where the op is no longer the
@@ -277,7 +276,7 @@ impl Mutation {
                         *t = input;
                     }
                 }
-                // The skipped op's output is now nobody's: drop it, as a graph without the op has none.
+                // The bypassed op's output is declared still, with no writer and no reader.
                 g.compact();
             }
             Mutation::Duplicate { op, .. } => {
@@ -481,8 +480,12 @@ fn set_expected(ops: &[String], kind: &OpKind, at: Place) -> Expected {
             }
         }
         (BlockKind::DeltaNet, "q.normed" | "k.normed", OpKind::L2Norm { .. }) => refused("WrongAttribute"),
-        (_, "q.rope" | "k.rope", OpKind::Rope { style: RopeStyle::Interleaved, .. }) => refused("InterleavedRope"),
-        (_, "q.rope" | "k.rope", OpKind::Rope { .. }) if both("q.rope", "k.rope") => Expected::accepted(),
+        (_, "q.rope" | "k.rope", OpKind::Rope { style: RopeStyle::Neox, .. }) if both("q.rope", "k.rope") => {
+            Expected::accepted()
+        }
+        (_, "q.rope" | "k.rope", OpKind::Rope { style: RopeStyle::Interleaved, .. }) if both("q.rope", "k.rope") => {
+            refused("InterleavedRope")
+        }
         (_, "q.rope" | "k.rope", OpKind::Rope { .. }) => refused("WrongAttribute"),
         (_, "attn", OpKind::Attention { window: Some(_), .. }) => refused("SlidingWindow"),
         (_, "attn", OpKind::Attention { head_map: HeadMap::Grouped, .. }) => refused("AttentionScale"),

@@ -308,7 +308,7 @@ impl fmt::Display for Expected {
 }
 
 /// Every `LowerError` variant's name, as `LowerError::name` spells it.
-pub const VARIANTS: [&str; 25] = [
+pub const VARIANTS: [&str; 27] = [
     "InvalidGraph",
     "RecurrentStateBelowF32",
     "WrongOp",
@@ -334,6 +334,8 @@ pub const VARIANTS: [&str; 25] = [
     "ScaledEmbedding",
     "InterleavedRope",
     "AttentionScale",
+    "ScaledRope",
+    "AttentionBias",
 ];
 
 #[cfg(test)]

@@ -240,16 +240,14 @@ pub fn construct_names(spec: &ModelSpec) -> Vec<String> {
 ///
 /// A recurrent state below f32 is refused before any block is read. Then the embedding (a scale);
 /// then per layer: its norm (a post-norm-only layer has none: `NormAfterMixer` at the mixer norm);
-/// its mixer; its add; its FFN. An attention block is first searched for the constructs named by
-/// the attention refusal, in its order: latent attention, sinks, the layer's window, another score
-/// scale, interleaved RoPE. Then it is matched: a gated block (the output gate in `attn_q`) wants
-/// `merged_qkv` first and `glu_act_mul` last, so a shim without the first is `Unfused` before, and
-/// one without the second after, what the matcher finds no place for: q/k/v bias adds or scaled RoPE
-/// frequencies (`WrongOp`). An ungated block reads no fused symbol. A Gated-DeltaNet block reads all
-/// four. The add after an attention block with an output bias finds the bias add's sum, not the
-/// block's projection (`WrongTensor`), before it looks for a norm after the mixer (a sandwich,
-/// `NormAfterMixer`). The FFN: experts in the layer (`Experts`), then a shape other than SwiGLU
-/// (`NotSwiGlu`), then `glu_act_mul` for the SwiGLU product (`Unfused`).
+/// its mixer; its add (a sandwich norm after the mixer: `NormAfterMixer`); its FFN. An attention
+/// block is first searched for the constructs the attention refusal names, in its order: latent
+/// attention, sinks, the layer's window, another score scale, interleaved RoPE, scaled RoPE, a bias
+/// (on q/k/v or the output projection). Then it is matched: a gated block (the output gate in
+/// `attn_q`) reads `merged_qkv` and `glu_act_mul`, so a shim without either is `Unfused`; an
+/// ungated block reads no fused symbol. A Gated-DeltaNet block reads all four. The FFN: experts in
+/// the layer (`Experts`), then a shape other than SwiGLU (`NotSwiGlu`), then `glu_act_mul` for the
+/// SwiGLU product (`Unfused`).
 pub fn spec_outcome(spec: &ModelSpec, without: Option<Symbol>, numerics: Numerics) -> Outcome {
     if numerics.recurrent_state != Storage::F32 {
         return Outcome::nowhere("RecurrentStateBelowF32");
@@ -274,18 +272,18 @@ pub fn spec_outcome(spec: &ModelSpec, without: Option<Symbol>, numerics: Numeric
                 (window, "SlidingWindow"),
                 (c.attention_scale.is_some(), "AttentionScale"),
                 (a.rope_style == RopeStyle::Interleaved, "InterleavedRope"),
-                (a.output_gate && without == Some(Symbol::MergedQkv), "Unfused"),
-                (c.qkv_bias || c.rope_scaling.is_some(), "WrongOp"),
-                (a.output_gate && without == Some(Symbol::GluActMul), "Unfused"),
+                (c.rope_scaling.is_some(), "ScaledRope"),
+                (c.qkv_bias || c.output_bias, "AttentionBias"),
+                (
+                    a.output_gate && without.is_some_and(|s| matches!(s, Symbol::MergedQkv | Symbol::GluActMul)),
+                    "Unfused",
+                ),
             ];
             if let Some((_, v)) = named.iter().find(|(on, _)| *on) {
                 return refused(v);
             }
         } else if without.is_some() {
             return refused("Unfused");
-        }
-        if attention && c.output_bias {
-            return Outcome::at("WrongTensor", Place::layer(BlockKind::MixerAdd, l));
         }
         if c.post_norm == PostNorm::Sandwich {
             return Outcome::at("NormAfterMixer", Place::layer(BlockKind::MixerAdd, l));

@@ -189,6 +189,11 @@ impl Graph {
 pub struct GraphBuilder {
     graph: Graph,
     error: Option<String>,
+    /// The names declared so far: a graph of a mixture of experts declares tens of thousands of
+    /// tensors, which a scan per name would make quadratic.
+    taken: std::collections::HashSet<String>,
+    /// Per name asked for, the suffix its last search ended at.
+    resume: std::collections::HashMap<String, usize>,
 }
 
 impl GraphBuilder {
@@ -204,7 +209,8 @@ impl GraphBuilder {
             logits: TensorId(0),
         };
         graph.tensors.push(TensorDecl { name: "token".into(), ty: Ty::Token });
-        GraphBuilder { graph, error: None }
+        let taken = ["token".to_string()].into_iter().collect();
+        GraphBuilder { graph, error: None, taken, resume: Default::default() }
     }
 
     /// The token tensor.
@@ -219,12 +225,16 @@ impl GraphBuilder {
 
     /// A new tensor named `name` (made unique by a suffix if taken).
     fn declare(&mut self, name: &str, ty: Ty) -> TensorId {
-        let mut unique = name.to_string();
-        let mut n = 1;
-        while self.graph.tensors.iter().any(|d| d.name == unique) {
+        // Names are never removed, so every suffix before the one `name`'s last search ended at is
+        // still taken: the search resumes there and finds what a search from the start would.
+        let mut n = self.resume.get(name).copied().unwrap_or(1);
+        let mut unique = if n == 1 { name.to_string() } else { format!("{name}.{n}") };
+        while self.taken.contains(&unique) {
             n += 1;
             unique = format!("{name}.{n}");
         }
+        self.resume.insert(name.to_string(), n);
+        self.taken.insert(unique.clone());
         self.graph.tensors.push(TensorDecl { name: unique, ty });
         TensorId(self.graph.tensors.len() - 1)
     }

@@ -64,20 +64,19 @@ fn checkpoint(tensors: Vec<(TensorInfo, Vec<f32>)>) -> Checkpoint {
 }
 
 fn fill(out: &mut [f32], init: Init, mut state: u64) {
-    // Two uniforms in [−1, 1) per draw: the top 24 bits and the next 24 bits.
-    let to_unit = |bits: u64| ((bits & 0xFF_FFFF) as f32) * (2.0 / (1u64 << 24) as f32) - 1.0;
-    let (scale, offset) = match init {
-        Init::Matrix { fan_in } => ((3.0 / fan_in.max(1) as f32).sqrt(), 0.0),
-        Init::NormWeight => (0.5, 1.0),
-        Init::Decay => (-0.475, -0.525),
-        Init::Bias => (0.87, 0.0),
-    };
-    for pair in out.chunks_mut(2) {
+    let mut uniform = move || {
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let r = splitmix(state);
-        for (x, bits) in pair.iter_mut().zip([r >> 40, r >> 16]) {
-            *x = offset + scale * to_unit(bits);
+        // Top 24 bits: a uniform in [−1, 1).
+        ((splitmix(state) >> 40) as f32) * (2.0 / (1u64 << 24) as f32) - 1.0
+    };
+    match init {
+        Init::Matrix { fan_in } => {
+            let scale = (3.0 / fan_in.max(1) as f32).sqrt();
+            out.iter_mut().for_each(|x| *x = uniform() * scale);
         }
+        Init::NormWeight => out.iter_mut().for_each(|x| *x = 1.0 + 0.5 * uniform()),
+        Init::Decay => out.iter_mut().for_each(|x| *x = -(0.525 + 0.475 * uniform())),
+        Init::Bias => out.iter_mut().for_each(|x| *x = 0.87 * uniform()),
     }
 }
 

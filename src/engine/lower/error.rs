@@ -89,6 +89,12 @@ pub enum LowerError {
         "{at}: the attention scores are scaled by {found}, not by 1/√head_dim = {expected}: the engine's attention unit scales by 1/√head_dim"
     )]
     AttentionScale { at: Site, found: f64, expected: f64 },
+    #[error(
+        "{at}: RoPE with frequencies other than θ^(−2i/d) (a scaled RoPE): the engine's attention unit turns by θ's"
+    )]
+    ScaledRope { at: Site },
+    #[error("{at}: a bias added to an attention projection: the engine's projections have none")]
+    AttentionBias { at: Site },
 }
 
 impl LowerError {
@@ -120,6 +126,8 @@ impl LowerError {
             LowerError::ScaledEmbedding { .. } => "ScaledEmbedding",
             LowerError::InterleavedRope { .. } => "InterleavedRope",
             LowerError::AttentionScale { .. } => "AttentionScale",
+            LowerError::ScaledRope { .. } => "ScaledRope",
+            LowerError::AttentionBias { .. } => "AttentionBias",
         }
     }
 
@@ -149,7 +157,9 @@ impl LowerError {
             | SlidingWindow { at, .. }
             | ScaledEmbedding { at, .. }
             | InterleavedRope { at }
-            | AttentionScale { at, .. } => Some(*at),
+            | AttentionScale { at, .. }
+            | ScaledRope { at }
+            | AttentionBias { at } => Some(*at),
         }
     }
 
@@ -179,7 +189,9 @@ impl LowerError {
             | SlidingWindow { at, .. }
             | ScaledEmbedding { at, .. }
             | InterleavedRope { at }
-            | AttentionScale { at, .. } => Some(at),
+            | AttentionScale { at, .. }
+            | ScaledRope { at }
+            | AttentionBias { at } => Some(at),
         }
     }
 
@@ -197,6 +209,8 @@ impl LowerError {
                 | LowerError::ScaledEmbedding { .. }
                 | LowerError::InterleavedRope { .. }
                 | LowerError::AttentionScale { .. }
+                | LowerError::ScaledRope { .. }
+                | LowerError::AttentionBias { .. }
         )
     }
 }

@@ -263,7 +263,7 @@ impl Lowering<'_> {
     fn attention(&mut self, l: usize, x: TensorId, h: TensorId) -> Result<TensorId, LowerError> {
         let at = site(BlockKind::Attention, Some(l));
         let ops = refusals::region(&self.m, x, h);
-        first(refusals::attention(&self.m, x, &ops, at))?;
+        first(refusals::attention(&self.m, &ops, x, at))?;
         let g = self.m.graph;
         let bound = |what: &str, half: bool| {
             let tensor = crate::model::names::blk(l, what);

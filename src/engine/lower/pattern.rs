@@ -289,7 +289,10 @@ impl<'g> Matcher<'g> {
                 found: op.outputs.len(),
             });
         }
+        // Row ranges must follow one another, and head halves share one head size: the engine's unit
+        // splits one matrix at those rows, or both halves at one head size.
         let mut rows_end = 0;
+        let mut half_dim = None;
         for (j, (operand, &t)) in pat.ins.iter().zip(&op.inputs).enumerate() {
             let expect_tensor = |want: TensorId| -> Result<(), LowerError> {
                 if want == t { Ok(()) } else { Err(self.wrong_tensor(at, pat.what, j, want, t)) }
@@ -331,7 +334,9 @@ impl<'g> Matcher<'g> {
                                     rows_end = end;
                                     follows
                                 }
-                                (ViewPat::Half(n), View::HeadHalf { half, .. }) => half == n,
+                                (ViewPat::Half(n), View::HeadHalf { half, head_dim }) => {
+                                    half == n && *half_dim.get_or_insert(head_dim) == head_dim
+                                }
                                 _ => false,
                             }
                     });
@@ -340,7 +345,10 @@ impl<'g> Matcher<'g> {
                             ViewPat::Whole => tensor,
                             ViewPat::Rows(0) => format!("{tensor} rows from 0"),
                             ViewPat::Rows(_) => format!("{tensor} rows from {rows_end}"),
-                            ViewPat::Half(n) => format!("{tensor} head_half {n}"),
+                            ViewPat::Half(n) => match half_dim {
+                                Some(d) => format!("{tensor} head_half {d} {n}"),
+                                None => format!("{tensor} head_half {n}"),
+                            },
                         };
                         return Err(LowerError::WrongBinding {
                             at,

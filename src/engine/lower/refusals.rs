@@ -8,7 +8,7 @@
 
 use super::error::{LowerError, Site};
 use super::pattern::Matcher;
-use crate::ir::{Act, Fused, Graph, OpKind, TensorId, Ty};
+use crate::ir::{Act, Fused, Graph, OpKind, RopeStyle, TensorId, Ty};
 
 /// The ops of a block's region: those reachable from `from` through unclaimed ops, not passing the
 /// ops that read the layer's residual `residual` (its add), with their index, in op order.
@@ -69,10 +69,11 @@ pub fn is_norm(kind: &OpKind) -> bool {
     matches!(kind, OpKind::RmsNorm { .. } | OpKind::LayerNorm { .. })
 }
 
-/// In the region `ops` of an attention block reading `input`: latent attention (once); per
-/// attention op, sinks, a sliding window and a score scale other than 1/√head_dim; then
-/// interleaved RoPE (once).
-pub fn attention(m: &Matcher, input: TensorId, ops: &[usize], at: Site) -> Vec<LowerError> {
+/// In an attention block's region `ops`, whose input is `input` (the mixer norm's output): latent
+/// attention (once); per attention op, sinks, a
+/// sliding window and a score scale other than 1/√head_dim; then, once each, interleaved RoPE,
+/// scaled RoPE (frequencies given, not θ) and a bias (a constant added in the block).
+pub fn attention(m: &Matcher, ops: &[usize], input: TensorId, at: Site) -> Vec<LowerError> {
     let g = m.graph;
     let mut out = vec![];
     if let Some(&r) = ops.iter().find(|&&r| is_latent_projection(g, m, r, input)) {
@@ -98,16 +99,23 @@ pub fn attention(m: &Matcher, input: TensorId, ops: &[usize], at: Site) -> Vec<L
             }
         }
     }
-    // Interleaved pairing whether the frequencies are θ's (`rope`) or given (`rope_freqs`, scaled RoPE).
     let interleaved = |r: &&usize| {
         matches!(
             g.ops[**r].kind,
-            OpKind::Rope { style: crate::ir::RopeStyle::Interleaved, .. }
-                | OpKind::RopeFreqs { style: crate::ir::RopeStyle::Interleaved, .. }
+            OpKind::Rope { style: RopeStyle::Interleaved, .. }
+                | OpKind::RopeFreqs { style: RopeStyle::Interleaved, .. }
         )
     };
     if let Some(&r) = ops.iter().find(interleaved) {
         out.push(LowerError::InterleavedRope { at: at_op(at, r) });
+    }
+    if let Some(&r) = ops.iter().find(|&&r| matches!(g.ops[r].kind, OpKind::RopeFreqs { .. })) {
+        out.push(LowerError::ScaledRope { at: at_op(at, r) });
+    }
+    let bias =
+        |r: &&usize| g.ops[**r].kind == OpKind::Add && g.ops[**r].inputs.iter().any(|&t| g.constant(t).is_some());
+    if let Some(&r) = ops.iter().find(bias) {
+        out.push(LowerError::AttentionBias { at: at_op(at, r) });
     }
     out
 }

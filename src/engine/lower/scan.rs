@@ -68,11 +68,14 @@ fn scan_layer(m: &Matcher, layer: usize, h: TensorId, out: &mut Vec<LowerError>)
     out.extend(refusals::missing_pre_norm(m, h, at(BlockKind::MixerNorm)));
     let has = |k: StateKind| m.graph.states.iter().any(|s| s.kind == k && s.layer == Some(layer));
     if !(has(StateKind::Conv) || has(StateKind::Recurrent)) {
-        out.extend(refusals::attention(m, normed(m, h), &between(m, h, add), at(BlockKind::Attention)));
+        let x = m.uses.readers(h).iter().find(|&&r| refusals::is_norm(&m.graph.ops[r].kind));
+        let x = x.and_then(|&r| m.graph.ops[r].outputs.first().copied()).unwrap_or(h);
+        out.extend(refusals::attention(m, &between(m, h, add), x, at(BlockKind::Attention)));
     }
     out.extend(norm_before_add(m, y, at(BlockKind::MixerAdd)));
     let (add, h2, f) = residual_add(m, h1)?;
-    let x = normed(m, h1);
+    let x = m.uses.readers(h1).iter().find(|&&r| refusals::is_norm(&m.graph.ops[r].kind));
+    let x = x.and_then(|&r| m.graph.ops[r].outputs.first().copied()).unwrap_or(h1);
     let ops = between(m, h1, add);
     let experts = refusals::experts(m, &ops, at(BlockKind::Ffn));
     let has_experts = !experts.is_empty();
@@ -80,12 +83,6 @@ fn scan_layer(m: &Matcher, layer: usize, h: TensorId, out: &mut Vec<LowerError>)
     out.extend(refusals::ffn_shape(m, x, &ops, has_experts, at(BlockKind::Ffn)));
     out.extend(norm_before_add(m, f, at(BlockKind::FfnAdd)));
     Some(h2)
-}
-
-/// What a block reading the residual `h` reads: the norm of `h`, or `h` itself when no norm reads it.
-fn normed(m: &Matcher, h: TensorId) -> TensorId {
-    let x = m.uses.readers(h).iter().find(|&&r| refusals::is_norm(&m.graph.ops[r].kind));
-    x.and_then(|&r| m.graph.ops[r].outputs.first().copied()).unwrap_or(h)
 }
 
 /// The residual add reading `h`: its op, the residual it writes and the block output it adds.

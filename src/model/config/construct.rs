@@ -11,8 +11,6 @@ pub enum Construct {
     LayerNorm,
     /// Attention and FFN read the same input and add into the residual together.
     ParallelBlock,
-    /// Biases on the attention projections.
-    AttentionBias,
     /// Biases on the FFN projections.
     FfnBias,
     /// A bias on the head.
@@ -21,10 +19,9 @@ pub enum Construct {
     LearnedPositions,
     /// ALiBi: a linear per-head bias of the scores by distance, in place of RoPE.
     Alibi,
-    /// RoPE whose frequencies are rescaled for long contexts.
-    ScaledRope(RopeScaling),
-    /// RoPE whose θ or scaling differs between layer types (Gemma 3's local and global layers).
-    PerLayerRope,
+    /// RoPE whose frequencies are rescaled in a way a spec cannot state (linear and YaRN scaling it
+    /// can: the lowering refuses them as `ScaledRope`).
+    ScaledRope(RopeKind),
     /// Queries and keys RMS-normed over all heads at once (OLMo 2), not per head.
     FullWidthQkNorm,
     /// `tanh` soft-capping of the attention scores.
@@ -47,15 +44,11 @@ pub enum Construct {
     Activation,
 }
 
-/// How RoPE's frequencies are rescaled (`rope_type`).
+/// A rescaling of RoPE's frequencies (`rope_type`) that a spec cannot state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RopeScaling {
-    /// Positions divided by a factor (`linear`).
-    Linear,
+pub enum RopeKind {
     /// NTK scaling that grows with the sequence (`dynamic`).
     Dynamic,
-    /// YaRN: frequencies blended by a ramp, cos and sin scaled (`yarn`).
-    Yarn,
     /// Per-dimension factors for short and long contexts (`longrope`, `su`).
     LongRope,
     /// Llama 3.1's piecewise rescaling (`llama3`).
@@ -84,17 +77,13 @@ impl Construct {
         match self {
             Construct::LayerNorm => "LayerNorm",
             Construct::ParallelBlock => "ParallelBlock",
-            Construct::AttentionBias => "AttentionBias",
             Construct::FfnBias => "FfnBias",
             Construct::HeadBias => "HeadBias",
             Construct::LearnedPositions => "LearnedPositions",
             Construct::Alibi => "Alibi",
-            Construct::ScaledRope(RopeScaling::Linear) => "LinearRope",
-            Construct::ScaledRope(RopeScaling::Dynamic) => "DynamicRope",
-            Construct::ScaledRope(RopeScaling::Yarn) => "YarnRope",
-            Construct::ScaledRope(RopeScaling::LongRope) => "LongRope",
-            Construct::ScaledRope(RopeScaling::Llama3) => "Llama3Rope",
-            Construct::PerLayerRope => "PerLayerRope",
+            Construct::ScaledRope(RopeKind::Dynamic) => "DynamicRope",
+            Construct::ScaledRope(RopeKind::LongRope) => "LongRope",
+            Construct::ScaledRope(RopeKind::Llama3) => "Llama3Rope",
             Construct::FullWidthQkNorm => "FullWidthQkNorm",
             Construct::AttentionSoftcap => "AttentionSoftcap",
             Construct::LogitSoftcap => "LogitSoftcap",
@@ -114,32 +103,13 @@ impl Construct {
             Construct::LearnedPositions => Part::Embedding,
             Construct::LayerNorm => Part::Norms,
             Construct::MambaMixer | Construct::Mamba2Mixer => Part::Mixer,
-            Construct::AttentionBias
-            | Construct::Alibi
-            | Construct::ScaledRope(_)
-            | Construct::PerLayerRope
-            | Construct::FullWidthQkNorm
-            | Construct::AttentionSoftcap => Part::Attention,
+            Construct::Alibi | Construct::ScaledRope(_) | Construct::FullWidthQkNorm | Construct::AttentionSoftcap => {
+                Part::Attention
+            }
             Construct::ParallelBlock | Construct::ResidualMultiplier | Construct::MupMultipliers => Part::ResidualAdd,
             Construct::FfnBias | Construct::NoFfn | Construct::Activation => Part::Ffn,
             Construct::HeadBias | Construct::LogitSoftcap | Construct::LogitScale => Part::Head,
         }
-    }
-}
-
-impl RopeScaling {
-    /// The scaling a `rope_type` names; `None` for plain RoPE (`default`, and `mrope`, whose
-    /// sections are plain RoPE for text-only positions), and for a type stepcheck does not know.
-    pub fn of(rope_type: &str) -> Option<Option<RopeScaling>> {
-        Some(match rope_type {
-            "default" | "mrope" => None,
-            "linear" => Some(RopeScaling::Linear),
-            "dynamic" => Some(RopeScaling::Dynamic),
-            "yarn" => Some(RopeScaling::Yarn),
-            "longrope" | "su" => Some(RopeScaling::LongRope),
-            "llama3" => Some(RopeScaling::Llama3),
-            _ => return None,
-        })
     }
 }
 
@@ -148,17 +118,13 @@ impl fmt::Display for Construct {
         let what = match self {
             Construct::LayerNorm => "LayerNorm in place of RMSNorm",
             Construct::ParallelBlock => "attention and FFN in parallel, from one input",
-            Construct::AttentionBias => "biases on the attention projections",
             Construct::FfnBias => "biases on the FFN projections",
             Construct::HeadBias => "a bias on the head",
             Construct::LearnedPositions => "learned absolute position embeddings",
             Construct::Alibi => "ALiBi position biases",
-            Construct::ScaledRope(RopeScaling::Linear) => "linearly scaled RoPE",
-            Construct::ScaledRope(RopeScaling::Dynamic) => "dynamic NTK-scaled RoPE",
-            Construct::ScaledRope(RopeScaling::Yarn) => "YaRN-scaled RoPE",
-            Construct::ScaledRope(RopeScaling::LongRope) => "LongRoPE-scaled RoPE",
-            Construct::ScaledRope(RopeScaling::Llama3) => "Llama 3.1-scaled RoPE",
-            Construct::PerLayerRope => "RoPE differing between layer types",
+            Construct::ScaledRope(RopeKind::Dynamic) => "dynamic NTK-scaled RoPE",
+            Construct::ScaledRope(RopeKind::LongRope) => "LongRoPE-scaled RoPE",
+            Construct::ScaledRope(RopeKind::Llama3) => "Llama 3.1-scaled RoPE",
             Construct::FullWidthQkNorm => "q/k norms over all heads at once",
             Construct::AttentionSoftcap => "soft-capped attention scores",
             Construct::LogitSoftcap => "soft-capped logits",

@@ -8,7 +8,7 @@
 //! wherever they appear. The facts behind each row are in `facts/model-families.md` and
 //! `docs/FAMILIES.md`.
 
-use super::construct::{Construct, RopeScaling};
+use super::construct::Construct;
 use crate::model::spec::PostNorm;
 
 /// A family the reader knows: a row of [`FAMILIES`].
@@ -25,8 +25,12 @@ pub struct Family {
     pub ffn: FfnForm,
     /// How the config encodes a sliding window.
     pub window: Window,
+    /// Which attention projections have biases.
+    pub bias: Bias,
     /// `tie_word_embeddings` when the config does not say.
     pub tied: bool,
+    /// The norms' epsilon when the config does not say.
+    pub eps: f64,
     /// The family's own rules, after [`COMMON`].
     pub rules: &'static [Rule],
 }
@@ -61,8 +65,17 @@ pub struct Attention {
     pub qk_norm: bool,
     /// `partial_rotary_factor` when the config does not say.
     pub partial_rotary: f64,
-    /// The RoPE scaling when the config names no `rope_type`.
-    pub scaling: Option<RopeScaling>,
+    /// The RoPE parameters of the family's config class, as JSON, for a config that gives none.
+    pub rope: Option<&'static str>,
+}
+
+/// Which attention projections have biases: q/k/v (and o, when `output`) when boolean field `key`
+/// is true, `default` when it is absent or the family has no such field (`key` `None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bias {
+    pub key: Option<&'static str>,
+    pub default: bool,
+    pub output: bool,
 }
 
 /// The FFN a family's code writes; its activation decides whether it is SwiGLU.
@@ -122,8 +135,11 @@ pub enum When {
 /// one it cannot state.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Then {
-    /// A mixture of experts in place of the FFN, sized by the experts' fields.
+    /// A mixture of experts in place of the FFN, sized by the experts' fields: a softmax router,
+    /// a gated shared expert, on the layers the config gives them.
     Experts,
+    /// The experts' routing, when it is not a softmax's.
+    Routing(Routing),
     /// Latent attention, sized by its `*_lora_rank` and head fields.
     LatentAttention,
     /// A learned sink logit per head (gpt-oss's `self_attn.sinks`).
@@ -142,10 +158,26 @@ pub enum Then {
     ScaleByField,
     /// RoPE on interleaved pairs.
     InterleavedRope,
+    /// The sliding layers' own RoPE: θ `rope_local_base_freq` (default `.0`), unscaled, unless
+    /// `rope_parameters` gives a `sliding_attention` entry.
+    SlidingRope(f64),
     /// No RoPE: its rotary dims are 0.
     NoRope,
     /// A construct a spec cannot state.
     Unsupported(Construct),
+}
+
+/// The experts' routing and extras of a family, beyond a softmax router and a gated shared expert.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routing {
+    /// gpt-oss: top-k of the logits then a softmax over them; biases on the router and every expert.
+    TopKSoftmaxBiased,
+    /// DeepSeek-V3: sigmoid scores limited to the best `topk_group` of `n_group` groups; an
+    /// ungated shared expert; weights scaled by `routed_scaling_factor`.
+    SigmoidGroupLimited,
+    /// DeepSeek-V2: a softmax router; an ungated shared expert; weights scaled by
+    /// `routed_scaling_factor`.
+    SoftmaxUngatedShared,
 }
 
 const fn rule(when: When, then: Then) -> Rule {
@@ -160,7 +192,6 @@ const fn always(c: Construct) -> Rule {
 pub const COMMON: &[Rule] = &[
     rule(When::Positive(&["num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"]), Then::Experts),
     rule(When::Set("kv_lora_rank", false), Then::LatentAttention),
-    rule(When::Flag("attention_bias", false), Then::Unsupported(Construct::AttentionBias)),
     rule(When::Flag("mlp_bias", false), Then::Unsupported(Construct::FfnBias)),
     rule(When::NotOne("embedding_multiplier"), Then::EmbeddingByField),
     rule(When::Set("attention_multiplier", false), Then::ScaleByField),
@@ -169,13 +200,20 @@ pub const COMMON: &[Rule] = &[
     rule(When::NotOne("logit_scale"), Then::Unsupported(Construct::LogitScale)),
 ];
 
-const PLAIN: Attention = Attention { output_gate: false, qk_norm: false, partial_rotary: 1.0, scaling: None };
+const PLAIN: Attention = Attention { output_gate: false, qk_norm: false, partial_rotary: 1.0, rope: None };
 const QK_NORM: Attention = Attention { qk_norm: true, ..PLAIN };
-const GATED: Attention = Attention { output_gate: true, qk_norm: true, partial_rotary: 0.25, scaling: None };
+const GATED: Attention = Attention { output_gate: true, qk_norm: true, partial_rotary: 0.25, rope: None };
 const SILU: FfnForm = FfnForm::Gated { keys: &["hidden_act"], default: "silu" };
 const GEGLU: FfnForm = FfnForm::Gated { keys: &["hidden_activation"], default: "gelu_pytorch_tanh" };
+/// `attention_bias` (default false) biases q, k, v and o.
+const ATTENTION_BIAS: Bias = Bias { key: Some("attention_bias"), default: false, output: true };
+/// Biases on every projection, hard-coded.
+const ALL_BIASES: Bias = Bias { key: None, default: true, output: true };
+/// Biases on q, k and v, hard-coded (Qwen2's `q_proj … bias=True`, `o_proj … bias=False`).
+const QKV_BIAS: Bias = Bias { key: None, default: true, output: false };
 
-/// A row of every default: attention on every layer, plain attention, SwiGLU, no window, untied.
+/// A row of every default: attention on every layer, plain attention, SwiGLU, no window,
+/// `attention_bias`, untied, ε 1e-6.
 const DECODER: Family = Family {
     model_type: "",
     wrappers: &[],
@@ -183,7 +221,9 @@ const DECODER: Family = Family {
     attention: PLAIN,
     ffn: SILU,
     window: Window::None,
+    bias: ATTENTION_BIAS,
     tied: false,
+    eps: 1e-6,
     rules: &[],
 };
 
@@ -197,8 +237,8 @@ pub const FAMILIES: &[Family] = &[
     Family { model_type: "qwen3_next", ..QWEN35 },
     Family { model_type: "qwen3", attention: QK_NORM, window: Window::UseFlag, ..DECODER },
     Family { model_type: "qwen3_moe", attention: QK_NORM, window: Window::UseFlag, ..DECODER },
-    Family { model_type: "qwen2", window: Window::UseFlag, rules: &[always(Construct::AttentionBias)], ..DECODER },
-    Family { model_type: "qwen2_moe", window: Window::UseFlag, rules: &[always(Construct::AttentionBias)], ..DECODER },
+    Family { model_type: "qwen2", window: Window::UseFlag, bias: QKV_BIAS, ..DECODER },
+    Family { model_type: "qwen2_moe", window: Window::UseFlag, bias: QKV_BIAS, ..DECODER },
     Family { model_type: "llama", ..DECODER },
     Family { model_type: "mistral", wrappers: &["mistral3"], window: Window::Field, ..DECODER },
     Family { model_type: "mixtral", window: Window::Field, ..DECODER },
@@ -242,7 +282,7 @@ pub const FAMILIES: &[Family] = &[
             rule(When::Always, Then::ScaleInvSqrt(256.0)),
             rule(When::Set("attn_logit_softcapping", false), Then::Unsupported(Construct::AttentionSoftcap)),
             rule(When::Set("final_logit_softcapping", false), Then::Unsupported(Construct::LogitSoftcap)),
-            rule(When::Set("rope_local_base_freq", true), Then::Unsupported(Construct::PerLayerRope)),
+            rule(When::Always, Then::SlidingRope(10_000.0)),
         ],
         ..DECODER
     },
@@ -267,27 +307,39 @@ pub const FAMILIES: &[Family] = &[
     Family {
         model_type: "glm4",
         attention: Attention { partial_rotary: 0.5, ..PLAIN },
-        rules: &[
-            rule(When::Always, Then::PostNorm(PostNorm::Sandwich)),
-            rule(When::Always, Then::InterleavedRope),
-            rule(When::Flag("attention_bias", true), Then::Unsupported(Construct::AttentionBias)),
-        ],
+        bias: Bias { key: Some("attention_bias"), default: true, output: false },
+        rules: &[rule(When::Always, Then::PostNorm(PostNorm::Sandwich)), rule(When::Always, Then::InterleavedRope)],
         ..DECODER
     },
-    Family { model_type: "deepseek_v2", ..DECODER },
+    Family {
+        model_type: "deepseek_v2",
+        rules: &[rule(When::Always, Then::Routing(Routing::SoftmaxUngatedShared))],
+        ..DECODER
+    },
     Family {
         model_type: "deepseek_v3",
-        rules: &[rule(When::Flag("rope_interleave", true), Then::InterleavedRope)],
+        rules: &[
+            rule(When::Flag("rope_interleave", true), Then::InterleavedRope),
+            rule(When::Always, Then::Routing(Routing::SigmoidGroupLimited)),
+        ],
         ..DECODER
     },
     Family {
         model_type: "gpt_oss",
-        attention: Attention { scaling: Some(RopeScaling::Yarn), ..PLAIN },
+        attention: Attention {
+            rope: Some(
+                r#"{"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0,
+                    "beta_slow": 1.0, "original_max_position_embeddings": 4096, "truncate": false}"#,
+            ),
+            ..PLAIN
+        },
         window: Window::Pattern { keys: &[], every: 2, default: 128 },
+        bias: Bias { key: Some("attention_bias"), default: true, output: true },
+        eps: 1e-5,
         rules: &[
             rule(When::Always, Then::Sinks),
             rule(When::Always, Then::ClampedSwiGlu),
-            rule(When::Flag("attention_bias", true), Then::Unsupported(Construct::AttentionBias)),
+            rule(When::Always, Then::Routing(Routing::TopKSoftmaxBiased)),
         ],
         ..DECODER
     },
@@ -295,10 +347,11 @@ pub const FAMILIES: &[Family] = &[
         model_type: "phi",
         attention: Attention { partial_rotary: 0.5, ..PLAIN },
         ffn: FfnForm::Plain { keys: &["hidden_act"], default: "gelu_new" },
+        bias: ALL_BIASES,
+        eps: 1e-5,
         rules: &[
             always(Construct::LayerNorm),
             always(Construct::ParallelBlock),
-            always(Construct::AttentionBias),
             always(Construct::FfnBias),
             always(Construct::HeadBias),
         ],
@@ -307,12 +360,13 @@ pub const FAMILIES: &[Family] = &[
     Family {
         model_type: "gpt2",
         ffn: FfnForm::Plain { keys: &["activation_function"], default: "gelu_new" },
+        bias: ALL_BIASES,
         tied: true,
+        eps: 1e-5,
         rules: &[
             always(Construct::LayerNorm),
             always(Construct::LearnedPositions),
             rule(When::Always, Then::NoRope),
-            always(Construct::AttentionBias),
             always(Construct::FfnBias),
         ],
         ..DECODER
@@ -321,10 +375,11 @@ pub const FAMILIES: &[Family] = &[
         model_type: "starcoder2",
         ffn: FfnForm::Plain { keys: &["hidden_act"], default: "gelu_pytorch_tanh" },
         window: Window::Field,
+        bias: Bias { key: Some("use_bias"), default: true, output: true },
         tied: true,
+        eps: 1e-5,
         rules: &[
             always(Construct::LayerNorm),
-            rule(When::Flag("use_bias", true), Then::Unsupported(Construct::AttentionBias)),
             rule(When::Flag("use_bias", true), Then::Unsupported(Construct::FfnBias)),
         ],
         ..DECODER
@@ -332,20 +387,22 @@ pub const FAMILIES: &[Family] = &[
     Family {
         model_type: "falcon",
         ffn: FfnForm::Plain { keys: &["activation"], default: "gelu" },
+        bias: Bias { key: Some("bias"), default: false, output: true },
         tied: true,
+        eps: 1e-5,
         rules: &[
             always(Construct::LayerNorm),
             rule(When::Flag("parallel_attn", true), Then::Unsupported(Construct::ParallelBlock)),
             rule(When::Flag("new_decoder_architecture", false), Then::Unsupported(Construct::ParallelBlock)),
             rule(When::Flag("alibi", false), Then::Unsupported(Construct::Alibi)),
             rule(When::Flag("alibi", false), Then::NoRope),
-            rule(When::Flag("bias", false), Then::Unsupported(Construct::AttentionBias)),
             rule(When::Flag("bias", false), Then::Unsupported(Construct::FfnBias)),
         ],
         ..DECODER
     },
     Family {
         model_type: "cohere",
+        eps: 1e-5,
         rules: &[
             always(Construct::LayerNorm),
             always(Construct::ParallelBlock),
@@ -356,6 +413,7 @@ pub const FAMILIES: &[Family] = &[
     Family {
         model_type: "cohere2",
         window: Window::Pattern { keys: &["sliding_window_pattern"], every: 4, default: 4096 },
+        eps: 1e-5,
         rules: &[
             always(Construct::LayerNorm),
             always(Construct::ParallelBlock),

@@ -11,18 +11,20 @@
 //! Every JSON value is checked for its type before it is used, and counts are bounded, so no input
 //! makes the reader panic or allocate without limit.
 //!
-//! A construct a spec can state (experts, a sliding window, …) goes into the spec's `Constructs`,
-//! where the lowering refuses it from the step graph. One it cannot state (LayerNorm, biases, scaled
-//! RoPE, a Mamba mixer, …) is a [`Construct`] of the reading, and [`spec_from_config_json`] refuses
-//! the config with [`ConfigError::Unsupported`].
+//! A construct a spec can state (experts, latent attention, a sliding window, attention biases,
+//! linear and YaRN RoPE, …) goes into the spec's `Constructs`, where the lowering refuses it from the
+//! step graph. One it cannot state (LayerNorm, FFN biases, Llama 3's RoPE, a Mamba mixer, …) is a
+//! [`Construct`] of the reading, and [`spec_from_config_json`] refuses the config with
+//! [`ConfigError::Unsupported`]. For the four refused families `model::families` loads, the spec is
+//! the one that module reads (`tests/verdicts.rs` checks it).
 
 mod construct;
 mod families;
 mod fields;
 mod read;
 
-pub use construct::{Construct, Part, RopeScaling};
-pub use families::{Attention, COMMON, FAMILIES, Family, FfnForm, Layers, Rule, Then, When, Window};
+pub use construct::{Construct, Part, RopeKind};
+pub use families::{Attention, Bias, COMMON, FAMILIES, Family, FfnForm, Layers, Routing, Rule, Then, When, Window};
 pub use fields::{Fields, Source};
 
 use super::spec::{ModelSpec, SpecError};

@@ -3,13 +3,15 @@
 
 use serde_json::Value;
 
-use super::construct::{Construct, Part, RopeScaling};
-use super::families::{COMMON, FAMILIES, Family, FfnForm, Layers, Rule, Then, When, Window};
+use super::construct::{Construct, Part, RopeKind};
+use super::families::{COMMON, FAMILIES, Family, FfnForm, Layers, Routing, Rule, Then, When, Window};
 use super::fields::{Fields, Source, describe};
 use super::{ConfigError, ConfigReading, MAX_LAYERS, MAX_SIZE, Unsupported};
 use crate::ir::RopeStyle;
+use crate::model::author::rope::yarn_attention_factor;
 use crate::model::spec::{
-    AttentionSpec, Constructs, DeltaNetSpec, Experts, Ffn, LatentAttention, Mixer, ModelSpec, SlidingWindow,
+    self, AttentionSpec, Constructs, DeltaNetSpec, Experts, Ffn, LatentAttention, LayerRope, Mixer, ModelSpec,
+    RopeScaling, SlidingWindow,
 };
 
 /// The names a size goes by across families, the usual one first.
@@ -93,22 +95,31 @@ fn read_family(family: &'static Family, src: &Source, name: &str) -> Result<Conf
     }
     let mut spec = sizes(family, src, &kinds, &spec_layers, name)?;
     let rope = rope(c, family)?;
-    if let Some((scaling, field)) = rope.scaling {
-        unsupported.add(Construct::ScaledRope(scaling), field, &kinds);
+    for (kind, field) in rope.unstated.iter().cloned() {
+        unsupported.add(Construct::ScaledRope(kind), field, &kinds);
     }
-    if let Some(field) = rope.per_layer {
-        unsupported.add(Construct::PerLayerRope, field, &kinds);
-    }
-    spec.attention.rope_theta = rope.theta;
+    spec.attention.rope_theta = rope.full.theta;
+    spec.constructs.rope_scaling = rope.full.scaling.clone();
+    spec.constructs.sliding_rope = rope.sliding.clone();
     // transformers' int(head_dim · partial_rotary_factor): truncation, on a factor in [0, 1].
     spec.attention.rotary_dims = (spec.attention.head_dim as f64 * rope.partial_rotary_factor) as usize;
+    let bias = match family.bias.key {
+        Some(k) => c.bool(k)?.unwrap_or(family.bias.default),
+        None => family.bias.default,
+    };
+    (spec.constructs.qkv_bias, spec.constructs.output_bias) = (bias, bias && family.bias.output);
     let (ffn, activation) = ffn(family.ffn, c)?;
     spec.constructs.ffn = ffn;
     if let Some(field) = activation {
         unsupported.add(Construct::Activation, field, &kinds);
     }
     for (then, field) in fired {
-        apply(then, &field, c, &mut spec)?;
+        apply(then, &field, c, &rope, &mut spec)?;
+    }
+    if let Some(experts) = &mut spec.constructs.experts {
+        let expert_layer = expert_layers(c)?;
+        experts.dense_layers =
+            (spec_layers.iter().enumerate()).filter(|(_, l)| !expert_layer(**l)).map(|(i, _)| i).collect();
     }
     if let Some(size) = window {
         let sliding = (spec_layers.iter().enumerate())
@@ -171,14 +182,41 @@ fn holds(rule: &Rule, c: &Fields) -> Result<Option<String>, ConfigError> {
 }
 
 /// Applies a rule's construct, read from `field`, to the spec.
-fn apply(then: Then, field: &str, c: &Fields, spec: &mut ModelSpec) -> Result<(), ConfigError> {
+fn apply(then: Then, field: &str, c: &Fields, rope: &Rope, spec: &mut ModelSpec) -> Result<(), ConfigError> {
     let key = field.rsplit('.').next().unwrap_or(field);
     let k = &mut spec.constructs;
     match then {
         Then::Experts => k.experts = Some(experts(c, spec.intermediate)?),
-        Then::LatentAttention => k.latent_attention = Some(latent(c)?),
+        Then::Routing(routing) => {
+            if let Some(e) = &mut k.experts {
+                route(routing, c, e)?;
+            }
+        }
+        Then::LatentAttention => {
+            let l = latent(c)?;
+            // Latent attention's heads are its own: queries and keys of `nope + rope` dims, RoPE on
+            // the last `rope`, scores scaled by 1/√(nope + rope), by YaRN's mscale² when it has one.
+            let a = &mut spec.attention;
+            (a.head_dim, a.rotary_dims, a.kv_heads) = (l.nope_dim + l.rope_dim, l.rope_dim, a.heads);
+            let mut scale = 1.0 / (a.head_dim as f64).sqrt();
+            if let (Some(RopeScaling::Yarn { factor, .. }), Some(all)) = (&rope.full.scaling, rope.mscale_all_dim) {
+                let m = if *factor <= 1.0 { 1.0 } else { 0.1 * all * factor.ln() + 1.0 };
+                scale *= m * m;
+            }
+            k.attention_scale = Some(scale);
+            k.latent_attention = Some(l);
+        }
         Then::Sinks => k.attention_sinks = true,
-        Then::EmbeddingSqrtHidden => k.embedding_scale = Some((spec.hidden as f64).sqrt()),
+        Then::EmbeddingSqrtHidden => {
+            let dtype = c.str_any(&["dtype", "torch_dtype"])?.map(|(_, d)| d);
+            k.embedding_scale = Some(sqrt_in_dtype(spec.hidden, dtype));
+        }
+        Then::SlidingRope(default) => {
+            if rope.sliding.is_none() {
+                let theta = c.number("rope_local_base_freq")?.unwrap_or(default);
+                k.sliding_rope = Some(LayerRope { theta, scaling: None });
+            }
+        }
         Then::EmbeddingByField => k.embedding_scale = c.number(key)?,
         Then::PostNorm(p) => k.post_norm = p,
         Then::ClampedSwiGlu => {
@@ -254,7 +292,7 @@ fn sizes(
         intermediate,
         vocab,
         layers: layers.collect(),
-        rms_eps: c.number_any(EPS)?.unwrap_or(1e-6),
+        rms_eps: c.number_any(EPS)?.unwrap_or(family.eps),
         tied_embeddings,
         attention: AttentionSpec {
             heads,
@@ -396,64 +434,120 @@ fn window(encoding: Window, c: &Fields, kinds: &mut [Kind]) -> Result<Option<usi
 
 /// The RoPE a config asks for.
 struct Rope {
-    theta: f64,
     partial_rotary_factor: f64,
-    /// The scaling, and the field naming it.
-    scaling: Option<(RopeScaling, String)>,
-    /// The field of a per-layer-type entry that differs from the full-attention one.
-    per_layer: Option<String>,
+    /// The attention layers' RoPE (the full-attention layers', when it differs by layer type).
+    full: LayerRope,
+    /// The sliding layers' RoPE, when the config gives one per layer type.
+    sliding: Option<LayerRope>,
+    /// The scalings a spec cannot state, with the field naming each.
+    unstated: Vec<(RopeKind, String)>,
+    /// YaRN's `mscale_all_dim`, which latent attention's score scale reads.
+    mscale_all_dim: Option<f64>,
 }
 
 /// The RoPE parameters, with transformers' precedence: a non-null legacy `rope_scaling` replaces
-/// `rope_parameters`; a value inside that object and one at the top level must agree; a per-layer-type
-/// object is read at its `full_attention` entry. Without a RoPE type, the family's default.
+/// `rope_parameters`; a value inside that object and one at the top level must agree; an object
+/// keyed by layer type gives the full-attention layers' RoPE and the sliding layers'. Without
+/// either object, the family's class default, whose values the top level's override.
 fn rope(c: &Fields, family: &Family) -> Result<Rope, ConfigError> {
     let key = if c.get("rope_scaling").is_some() { "rope_scaling" } else { "rope_parameters" };
-    let mut per_layer = None;
-    let params = match c.get(key) {
-        None => None,
-        Some(v) => {
-            let p = Fields::object(v, &format!("{}.", c.name(key)), &c.name(key))?;
-            let by_type =
-                |k: &String| matches!(k.as_str(), "full_attention" | "linear_attention" | "sliding_attention");
-            let per_layer_type =
-                p.keys().next().is_some() && p.keys().all(by_type) && p.get("full_attention").is_some();
-            if per_layer_type {
-                let full = p.required("full_attention", Some, "an object")?;
-                if let Some(sliding) = p.get("sliding_attention")
-                    && sliding != full
-                {
-                    per_layer = Some(p.name("sliding_attention"));
+    let class_default: Option<Value> = family.attention.rope.and_then(|j| serde_json::from_str(j).ok());
+    let (params, from_class) = match (c.get(key), &class_default) {
+        (Some(v), _) => (Some(Fields::object(v, &format!("{}.", c.name(key)), &c.name(key))?), false),
+        (None, Some(v)) => (Some(Fields::object(v, "", "(the class's RoPE)")?), true),
+        (None, None) => (None, false),
+    };
+    let by_type = |k: &String| matches!(k.as_str(), "full_attention" | "linear_attention" | "sliding_attention");
+    let (full, sliding) = match params {
+        Some(p) if p.keys().next().is_some() && p.keys().all(by_type) && p.get("full_attention").is_some() => {
+            let entry = |t: &str| -> Result<Option<Fields>, ConfigError> {
+                match p.get(t) {
+                    Some(v) => Fields::object(v, &p.name(&format!("{t}.")), &p.name(t)).map(Some),
+                    None => Ok(None),
                 }
-                Some(Fields::object(full, &p.name("full_attention."), &p.name("full_attention"))?)
-            } else {
-                Some(p)
-            }
-        }
-    };
-    let scaling = match &params {
-        None => family.attention.scaling.map(|s| (s, c.name("model_type"))),
-        Some(p) => {
-            let (field, rope_type) = match p.str("rope_type")? {
-                Some(t) => (p.name("rope_type"), t),
-                None => (p.name("type"), p.str("type")?.unwrap_or("default")),
             };
-            match RopeScaling::of(rope_type) {
-                Some(s) => s.map(|s| (s, field)),
-                None => return Err(ConfigError::UnsupportedRope { field, rope_type: rope_type.to_string() }),
-            }
+            (entry("full_attention")?, entry("sliding_attention")?)
         }
+        p => (p, None),
     };
-    let theta = agreed(c, params.as_ref(), "rope_theta")?.map_or(10_000.0, |(_, t)| t);
-    if !(theta > 0.0 && theta.is_finite()) {
-        return Err(bad_value(c.name("rope_theta"), "a positive number", theta.to_string()));
+    let mut unstated = vec![];
+    let theta = match (full.as_ref(), from_class) {
+        (Some(p), true) => c.number("rope_theta")?.or(p.number("rope_theta")?),
+        (p, false) => agreed(c, p, "rope_theta")?.map(|(_, t)| t),
+        (None, true) => None,
+    };
+    let full_rope = layer_rope(c, full.as_ref(), theta.unwrap_or(10_000.0), &mut unstated)?;
+    let sliding = match &sliding {
+        Some(p) => Some(layer_rope(c, Some(p), p.number("rope_theta")?.unwrap_or(10_000.0), &mut unstated)?),
+        None => None,
+    };
+    let (field, partial_rotary_factor) = match (full.as_ref(), from_class) {
+        (p, false) => agreed(c, p, "partial_rotary_factor")?,
+        (_, true) => c.number("partial_rotary_factor")?.map(|f| (c.name("partial_rotary_factor"), f)),
     }
-    let (field, partial_rotary_factor) = agreed(c, params.as_ref(), "partial_rotary_factor")?
-        .unwrap_or((String::new(), family.attention.partial_rotary));
+    .unwrap_or((String::new(), family.attention.partial_rotary));
     if !(0.0..=1.0).contains(&partial_rotary_factor) {
         return Err(bad_value(field, "a fraction in [0, 1]", partial_rotary_factor.to_string()));
     }
-    Ok(Rope { theta, partial_rotary_factor, scaling, per_layer })
+    let mscale_all_dim = match full.as_ref() {
+        Some(p) => p.number("mscale_all_dim")?.filter(|m| *m != 0.0),
+        None => None,
+    };
+    Ok(Rope { partial_rotary_factor, full: full_rope, sliding, unstated, mscale_all_dim })
+}
+
+/// One kind of layer's RoPE: θ, and the scaling its `rope_type` (or legacy `type`) names in `p`:
+/// plain for `default` and `mrope` (whose sections are plain RoPE for text-only positions),
+/// linear and YaRN as a spec states them, others pushed to `unstated`.
+fn layer_rope(
+    c: &Fields,
+    p: Option<&Fields>,
+    theta: f64,
+    unstated: &mut Vec<(RopeKind, String)>,
+) -> Result<LayerRope, ConfigError> {
+    if !(theta > 0.0 && theta.is_finite()) {
+        return Err(bad_value(c.name("rope_theta"), "a positive number", theta.to_string()));
+    }
+    let Some(p) = p else { return Ok(LayerRope { theta, scaling: None }) };
+    let (field, rope_type) = match p.str("rope_type")? {
+        Some(t) => (p.name("rope_type"), t),
+        None => (p.name("type"), p.str("type")?.unwrap_or("default")),
+    };
+    let factor = || p.number("factor")?.ok_or_else(|| ConfigError::Missing { field: p.name("factor") });
+    let scaling = match rope_type {
+        "default" | "mrope" => None,
+        "linear" => Some(RopeScaling::Linear { factor: factor()? }),
+        "yarn" => {
+            let factor = factor()?;
+            let attention_factor = match p.number("attention_factor")? {
+                Some(a) => a,
+                None => yarn_attention_factor(factor, p.number("mscale")?, p.number("mscale_all_dim")?),
+            };
+            let original = match p.size_any(&["original_max_position_embeddings"], MAX_SIZE)? {
+                Some(n) => n,
+                None => c.size_of_any(&["original_max_position_embeddings", "max_position_embeddings"], MAX_SIZE)?,
+            };
+            Some(RopeScaling::Yarn {
+                factor,
+                original_context: original,
+                beta_fast: p.number("beta_fast")?.filter(|b| *b != 0.0).unwrap_or(32.0),
+                beta_slow: p.number("beta_slow")?.filter(|b| *b != 0.0).unwrap_or(1.0),
+                truncate: p.bool("truncate")?.unwrap_or(true),
+                attention_factor,
+            })
+        }
+        "dynamic" | "longrope" | "su" | "llama3" => {
+            let kind = match rope_type {
+                "dynamic" => RopeKind::Dynamic,
+                "llama3" => RopeKind::Llama3,
+                _ => RopeKind::LongRope,
+            };
+            unstated.push((kind, field));
+            None
+        }
+        other => return Err(ConfigError::UnsupportedRope { field, rope_type: other.to_string() }),
+    };
+    Ok(LayerRope { theta, scaling })
 }
 
 /// Number `key` and the field it came from: the RoPE object's, else the top level's; when both
@@ -496,6 +590,52 @@ fn ffn(form: FfnForm, c: &Fields) -> Result<(Ffn, Option<String>), ConfigError> 
         None if gated => (Ffn::SwiGlu, Some(field)),
         None => (Ffn::GeluMlp { tanh: false }, Some(field)),
     })
+}
+
+/// How a family's experts route, beyond a softmax router and a gated shared expert.
+fn route(routing: Routing, c: &Fields, e: &mut Experts) -> Result<(), ConfigError> {
+    let scale = || -> Result<Option<f64>, ConfigError> { Ok(c.number("routed_scaling_factor")?.filter(|&f| f != 1.0)) };
+    match routing {
+        Routing::TopKSoftmaxBiased => {
+            (e.routing, e.router_bias, e.expert_bias) = (spec::Routing::TopKSoftmax, true, true);
+        }
+        Routing::SigmoidGroupLimited => {
+            e.routing = spec::Routing::SigmoidGroupLimited {
+                groups: c.size_or("n_group", MAX_SIZE, 8)?,
+                keep_groups: c.size_or("topk_group", MAX_SIZE, 4)?,
+            };
+            (e.shared_gate, e.weight_scale) = (false, scale()?);
+        }
+        Routing::SoftmaxUngatedShared => (e.shared_gate, e.weight_scale) = (false, scale()?),
+    }
+    Ok(())
+}
+
+/// Which of a config's layers hold the experts: all but DeepSeek's first `first_k_dense_replace`,
+/// Qwen-MoE's `mlp_only_layers` and those off its `decoder_sparse_step`, and Jamba's off its
+/// `expert_layer_period` from `expert_layer_offset`.
+fn expert_layers(c: &Fields) -> Result<impl Fn(usize) -> bool + use<>, ConfigError> {
+    let dense_first = c.size_or("first_k_dense_replace", MAX_LAYERS, 0)?;
+    let only_mlp: Vec<usize> = match c.optional("mlp_only_layers", Value::as_array, "an array of layer indexes")? {
+        Some(a) => a.iter().filter_map(Value::as_u64).map(|l| l as usize).collect(),
+        None => vec![],
+    };
+    let step = c.size_or("decoder_sparse_step", MAX_LAYERS, 1)?.max(1);
+    let period = c.size_or("expert_layer_period", MAX_LAYERS, 1)?.max(1);
+    let offset = c.size_or("expert_layer_offset", MAX_LAYERS, 0)?;
+    Ok(move |l: usize| {
+        l >= dense_first && !only_mlp.contains(&l) && (l + 1).is_multiple_of(step) && l % period == offset % period
+    })
+}
+
+/// √hidden as Gemma's embedding scales by it: computed in f32 and cast to the config's dtype.
+fn sqrt_in_dtype(hidden: usize, dtype: Option<&str>) -> f64 {
+    let scale = (hidden as f64).sqrt() as f32;
+    match dtype {
+        Some("bfloat16") => f64::from(half::bf16::from_f32(scale)),
+        Some("float16") => f64::from(half::f16::from_f32(scale)),
+        _ => f64::from(scale),
+    }
 }
 
 /// A mixture of experts: the count under any of its names, top-k (default 1), the experts'

@@ -11,6 +11,7 @@ use safetensors::{Dtype, SafeTensors};
 use serde_json::Value;
 
 use super::LoadError;
+use crate::model::checkpoint::Tensor;
 
 /// The single-file checkpoint's name.
 pub const SINGLE: &str = "model.safetensors";
@@ -83,10 +84,32 @@ fn with_file<T>(path: &Path, read: impl FnOnce(&Path, &SafeTensors) -> Result<T,
     // memory-mapped reader (transformers' included), the loader assumes no other process truncates
     // or rewrites the checkpoint while it is being read.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    read(path, &checked(path, &map)?)
+}
+
+/// The safetensors file held in `bytes` (read from `path`), its header checked: every tensor ends
+/// inside the data, then everything `SafeTensors::deserialize` checks.
+fn checked<'a>(path: &Path, bytes: &'a [u8]) -> Result<SafeTensors<'a>, LoadError> {
     let bad = |why: String| LoadError::BadHeader { path: path.to_path_buf(), why };
-    check_data_ends(&map).map_err(bad)?;
-    let st = SafeTensors::deserialize(&map).map_err(|e| bad(e.to_string()))?;
-    read(path, &st)
+    check_data_ends(bytes).map_err(bad)?;
+    SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))
+}
+
+/// Every tensor of the safetensors file held in `bytes`, in name order: its name, its shape and its
+/// values widened to f32, read as the loader reads each weight file of a folder (the header checked,
+/// then each tensor widened). `path` names the buffer in errors. It reads no spec, so it applies no
+/// transform; it is the loader's whole path through one file's bytes.
+pub fn tensors_from_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<(String, Tensor)>, LoadError> {
+    let st = checked(path, bytes)?;
+    let mut names = st.names();
+    names.sort_unstable();
+    names
+        .into_iter()
+        .map(|name| {
+            let view = tensor(path, &st, name)?;
+            Ok((name.to_string(), Tensor { shape: view.shape().to_vec(), data: widen(path, name, &view)? }))
+        })
+        .collect()
 }
 
 /// Refuses a header whose tensors end past the file's data. `SafeTensors::deserialize` checks that

@@ -20,6 +20,7 @@ use super::checkpoint::{Checkpoint, Tensor};
 use super::config::{ConfigError, family_of_config_json, spec_from_config_json};
 use super::layout::layout;
 use super::spec::{ModelSpec, SpecError};
+pub use files::tensors_from_bytes;
 use names::Role;
 pub use transform::tile_value_heads;
 

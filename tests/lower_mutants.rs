@@ -1,0 +1,293 @@
+//! The rules of `lower_graph` that mutation testing (cargo-mutants, docs/SOUNDNESS.md) found no test
+//! stating: each test is one rule, read off the graph alone, with the exact place it names.
+//!
+//! The graphs are the `tiny` preset's step (layers 0 and 3 attention, 1 and 2 Gated-DeltaNet) with one
+//! thing changed, before or after the engine's shim fuses it, lowered at f32.
+
+use stepcheck::engine::lower::{LowerError, Site, lower_graph};
+use stepcheck::engine::program::BlockKind::{self, *};
+use stepcheck::engine::{Numerics, Program, shim::EngineShim};
+use stepcheck::ir::interp::Runner;
+use stepcheck::ir::{Act, Fused, Graph, Op, OpKind, RopeStyle, StateKind, TensorDecl, TensorId, Ty, parse_graph};
+use stepcheck::model::bind::Binding;
+use stepcheck::model::{author::decode_step, presets, random::random_checkpoint};
+
+// ---- The boundary: author, fuse, lower. ----
+
+fn tiny() -> Graph {
+    decode_step(&presets::tiny()).expect("the author writes tiny")
+}
+
+fn fused(g: &Graph) -> Graph {
+    EngineShim::default().prepare(g)
+}
+
+fn lowered(g: &Graph) -> Result<Program, LowerError> {
+    lower_graph(g, Numerics::F32)
+}
+
+/// `g` fused by the engine's shim.
+fn engine(g: Graph) -> Graph {
+    fused(&g)
+}
+
+// ---- Graph edits and places, by tensor name. ----
+
+fn id(g: &Graph, name: &str) -> TensorId {
+    g.find(name).unwrap_or_else(|| panic!("no tensor %{name}"))
+}
+
+/// The index of the op writing `%out`.
+fn writer(g: &Graph, out: &str) -> usize {
+    let t = id(g, out);
+    g.ops.iter().position(|o| o.outputs.contains(&t)).unwrap_or_else(|| panic!("no op writes %{out}"))
+}
+
+fn set_kind(mut g: Graph, op_writing: &str, kind: OpKind) -> Graph {
+    let op = writer(&g, op_writing);
+    g.ops[op].kind = kind;
+    g
+}
+
+fn rebind(mut g: Graph, constant: &str, binding: Binding) -> Graph {
+    let t = id(&g, constant);
+    g.consts.iter_mut().find(|c| c.tensor == t).expect("a constant").binding = binding;
+    g
+}
+
+fn rewire(mut g: Graph, op_writing: &str, operand: usize, to: &str) -> Graph {
+    let (op, t) = (writer(&g, op_writing), id(&g, to));
+    g.ops[op].inputs[operand] = t;
+    g
+}
+
+fn relabel_state(mut g: Graph, kind: StateKind, layer: usize, to: usize) -> Graph {
+    g.states.iter_mut().find(|s| s.kind == kind && s.layer == Some(layer)).expect("state").layer = Some(to);
+    g
+}
+
+/// `g` with every line of its listing that mentions one of `on` rewritten by `edit`, read back.
+fn edit_lines(g: &Graph, on: &[&str], edit: impl Fn(String) -> String) -> Graph {
+    let text: Vec<String> = g
+        .to_string()
+        .lines()
+        .map(|line| if on.iter().any(|w| line.contains(w)) { edit(line.to_string()) } else { line.to_string() })
+        .collect();
+    parse_graph(&text.join("\n")).unwrap_or_else(|e| panic!("the edited listing does not read: {e}"))
+}
+
+/// Appends an op reading `inputs` and writing a new tensor `%out` of type `ty`.
+fn append(mut g: Graph, kind: OpKind, inputs: &[&str], out: &str, ty: Ty) -> Graph {
+    let inputs = inputs.iter().map(|n| id(&g, n)).collect();
+    g.tensors.push(TensorDecl { name: out.into(), ty });
+    let t = TensorId(g.tensors.len() - 1);
+    g.ops.push(Op { kind, inputs, outputs: vec![t] });
+    g
+}
+
+// ---- The cases: a fused graph, the variant it must be refused with, and the exact place. ----
+
+/// Where a refusal must be: the block, the layer, and the op by the tensor it writes (or no op).
+type At = (BlockKind, Option<usize>, Option<&'static str>);
+
+struct Case {
+    what: &'static str,
+    /// The graph lowered: fused by the engine's shim, then perhaps edited.
+    graph: Graph,
+    error: &'static str,
+    at: At,
+}
+
+fn case(what: &'static str, graph: Graph, error: &'static str, at: At) -> Case {
+    Case { what, graph, error, at }
+}
+
+fn cases() -> Vec<Case> {
+    let l = Some;
+    vec![
+        // A layer is an attention block when it has either cache; then a missing one is named.
+        case(
+            "layer 0's value cache labelled as layer 9's",
+            engine(relabel_state(tiny(), StateKind::ValueCache, 0, 9)),
+            "MissingState",
+            (Attention, l(0), None),
+        ),
+        case(
+            "layer 3's key cache labelled as layer 9's",
+            engine(relabel_state(tiny(), StateKind::KeyCache, 3, 9)),
+            "MissingState",
+            (Attention, l(3), None),
+        ),
+        // An attribute the engine's unit fixes is refused at the op that has it.
+        case(
+            "the delta rule's query scale is not 1/√dk",
+            engine(set_kind(tiny(), "l1.q.scaled", OpKind::Scale { factor: 0.5 })),
+            "WrongAttribute",
+            (DeltaNet, l(1), Some("l1.q.scaled")),
+        ),
+        case(
+            "the key RoPE's theta is not the query RoPE's",
+            engine(set_kind(
+                tiny(),
+                "l3.k.rope",
+                OpKind::Rope { theta: 500.0, rotary_dims: 8, style: RopeStyle::Neox },
+            )),
+            "WrongAttribute",
+            (Attention, l(3), Some("l3.k.rope")),
+        ),
+        // The head writes the step's logits, or the head is not the engine's.
+        case(
+            "the step's logits are a copy of the head's output, not its output",
+            engine({
+                let mut g =
+                    append(tiny(), OpKind::Scale { factor: 1.0 }, &["logits"], "logits.copy", Ty::tensor(&[97]));
+                g.logits = id(&g, "logits.copy");
+                g
+            }),
+            "WrongTensor",
+            (Head, None, Some("logits")),
+        ),
+        // An attribute fixed by the engine's unit is compared up to a few units in its last place,
+        // relative to its size.
+        case(
+            "the delta rule's query scale 16 units in the last place above 1/√8",
+            engine(set_kind(
+                tiny(),
+                "l2.q.scaled",
+                OpKind::Scale { factor: 8f64.sqrt().recip() * (1.0 + 16.0 * f64::EPSILON) },
+            )),
+            "WrongAttribute",
+            (DeltaNet, l(2), Some("l2.q.scaled")),
+        ),
+        // Any other score scale is a construct the attention refusal names, before the block is matched.
+        case(
+            "the attention's scale 16 units in the last place below 1/√32",
+            engine(set_kind(
+                tiny(),
+                "l0.attn",
+                OpKind::Attention {
+                    scale: 32f64.sqrt().recip() * (1.0 - 16.0 * f64::EPSILON),
+                    window: None,
+                    head_map: stepcheck::ir::HeadMap::Grouped,
+                },
+            )),
+            "AttentionScale",
+            (Attention, l(0), Some("l0.attn")),
+        ),
+        // The gates: SiLU on the Gated-DeltaNet's gated norm, sigmoid on the attention's output.
+        case(
+            "the attention's output gate is SiLU",
+            set_kind(engine(tiny()), "l0.attn.gated", OpKind::Fused(Fused::GluActMul { act: Act::Silu })),
+            "WrongAttribute",
+            (Attention, l(0), Some("l0.attn.gated")),
+        ),
+        case(
+            "the gated norm's gate is a sigmoid",
+            set_kind(engine(tiny()), "l1.o.gated", OpKind::Fused(Fused::GluActMul { act: Act::Sigmoid })),
+            "WrongAttribute",
+            (DeltaNet, l(1), Some("l1.o.gated")),
+        ),
+        // The conv's channels are the query, key and value channels in that order, each whole.
+        case(
+            "the value channels start one channel early, on the last key channel",
+            set_kind(engine(tiny()), "l1.v.flat", OpKind::Slice { start: 31, end: 79 }),
+            "WrongOp",
+            (DeltaNet, l(1), Some("l1.v.flat")),
+        ),
+        // Where a fused symbol is expected, only the ops its pattern starts from are named as
+        // unfused; any other op is the wrong op.
+        case(
+            "the SwiGLU product is an add",
+            set_kind(engine(tiny()), "l0.ffn.hidden", OpKind::Add),
+            "WrongOp",
+            (Ffn, l(0), None),
+        ),
+        // Root cause: the template checked which half each of attn_q's views is, not that both
+        // have one head size; the engine split both at the first's and disagreed with the graph.
+        case(
+            "a merged_qkv reading attn_q's query half of heads of 32 and gate half of heads of 16",
+            rebind(engine(tiny()), "blk.3.attn_q.gate", Binding::head_half("blk.3.attn_q.weight", 16, 1)),
+            "MergedNotContiguous",
+            (Attention, l(3), Some("l3.q.raw")),
+        ),
+        case(
+            "attn_q's halves of two head sizes, left to the shim",
+            engine(rebind(tiny(), "blk.3.attn_q.gate", Binding::head_half("blk.3.attn_q.weight", 16, 1))),
+            "NotFusable",
+            (Attention, l(3), Some("l3.q.raw")),
+        ),
+        // The engine splits attn_q's heads at the head size of its halves: the query heads must
+        // have that size.
+        case(
+            "layer 0's attention read as 8 heads of 16 from attn_q's halves of 32",
+            engine(edit_lines(&tiny(), &["%l0.", "%blk.0.attn_q_norm:", "%blk.0.attn_k_norm:"], |line| {
+                line.replace("[4, 32]", "[8, 16]")
+                    .replace("[2, 32]", "[4, 16]")
+                    .replace(": [32] =", ": [16] =")
+                    .replace("scale=0.17677669529663687", "scale=0.25")
+            })),
+            "WrongAttribute",
+            (Attention, l(0), Some("l0.q.raw")),
+        ),
+    ]
+}
+
+#[test]
+fn each_case_is_refused_with_its_variant_at_its_exact_op() {
+    for c in cases() {
+        let g = c.graph;
+        let err = match lowered(&g) {
+            Ok(_) => panic!("{}: accepted, expected {}", c.what, c.error),
+            Err(e) => e,
+        };
+        assert_eq!(err.name(), c.error, "{}: {err}", c.what);
+        let (block, layer, op) = c.at;
+        let want = Site { block, layer, op: op.map(|t| writer(&g, t)) };
+        assert_eq!(err.site(), Some(want), "{}: {err}", c.what);
+    }
+}
+
+#[test]
+fn attributes_a_unit_or_two_in_the_last_place_off_are_accepted() {
+    let factor = 8f64.sqrt().recip() * (1.0 + 2.0 * f64::EPSILON);
+    let g = engine(set_kind(tiny(), "l1.q.scaled", OpKind::Scale { factor }));
+    lowered(&g).unwrap_or_else(|e| panic!("a query scale 2 units in the last place off: {e}"));
+}
+
+#[test]
+fn a_merge_the_shim_cannot_make_is_refused_saying_which_rows_do_not_follow() {
+    let kd = 16; // tiny: 2 key heads of 8
+    let g = engine(rebind(tiny(), "blk.1.attn_qkv.k", Binding::rows("blk.1.attn_qkv.weight", kd + 1, 2 * kd + 1)));
+    let err = lowered(&g).expect_err("the keys shifted by a row");
+    assert!(err.to_string().ends_with("rows 17..33 of blk.1.attn_qkv.weight do not follow row 16"), "{err}");
+    let g = engine(rebind(tiny(), "blk.1.attn_qkv.q", Binding::rows("blk.1.attn_qkv.weight", 1, kd + 1)));
+    let err = lowered(&g).expect_err("the queries shifted by a row");
+    assert!(err.to_string().contains("the first range of blk.1.attn_qkv.weight starts at row 1, not row 0"), "{err}");
+}
+
+/// The logits of `g` over a few tokens, by the reference interpreter, on tiny's random weights.
+fn reference_logits(g: &Graph) -> Vec<Vec<f64>> {
+    let ckpt = random_checkpoint(&presets::tiny(), 5);
+    let mut r = Runner::new(g, &ckpt).unwrap_or_else(|e| panic!("the reference does not run the graph: {e}"));
+    [3, 1, 4].into_iter().map(|t| r.step(t).expect("a step")).collect()
+}
+
+#[test]
+fn the_shim_never_fuses_away_a_tensor_the_step_still_reads() {
+    let cases = [
+        ("the SwiGLU product squares the activation", rewire(tiny(), "l0.ffn.hidden", 1, "l0.ffn.act")),
+        ("the logits are an activation a product reads", {
+            let g = append(tiny(), OpKind::Act(Act::Silu), &["logits"], "logits.act", Ty::tensor(&[97]));
+            let mut g = append(g, OpKind::Mul, &["logits.act", "logits"], "logits.dead", Ty::tensor(&[97]));
+            g.logits = id(&g, "logits.act");
+            g
+        }),
+    ];
+    for (what, g) in cases {
+        let f = fused(&g);
+        if let Err(e) = f.validate() {
+            panic!("{what}: the shim made an invalid graph: {e}");
+        }
+        assert_eq!(reference_logits(&f), reference_logits(&g), "{what}: the shim changed what the step computes");
+    }
+}
