@@ -1,6 +1,7 @@
 //! Runs the oracle over generated cases without libFuzzer: `cargo run --release --example gen_run
 //! -- [CASES] [FIRST]`. Each case is drawn from 256 pseudo-random bytes of its index; statistics
-//! print every 10,000 cases and each failure prints with its case file, ready for the corpus.
+//! print every 10,000 cases; each failure (and the first two inconclusive cases of each kind)
+//! prints as a case file, ready for the corpus.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -43,7 +44,16 @@ fn main() {
                 Inconclusive::ReducedStorage { .. } => "reduced storage",
                 Inconclusive::IllConditioned { .. } => "ill-conditioned f32",
             };
-            *inconclusive.entry(kind).or_default() += 1;
+            let n = inconclusive.entry(kind).or_default();
+            *n += 1;
+            if *n <= 2 {
+                let file = CaseFile {
+                    comment: vec![format!("case {i}: {j}")],
+                    outcome: Some(j.outcome_line()),
+                    case: case.clone(),
+                };
+                println!("{file}");
+            }
         }
         if j.is_failure() {
             let kind = case.mutation.as_ref().map_or("none", |m| m.kind_name()).to_string();

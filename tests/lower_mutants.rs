@@ -159,6 +159,7 @@ fn cases() -> Vec<Case> {
             "WrongAttribute",
             (DeltaNet, l(2), Some("l2.q.scaled")),
         ),
+        // Any other score scale is a construct the attention refusal names, before the block is matched.
         case(
             "the attention's scale 16 units in the last place below 1/√32",
             engine(set_kind(

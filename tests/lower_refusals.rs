@@ -133,6 +133,13 @@ fn cases() -> Vec<Case> {
             Some((DeltaNet, l(1))),
         ),
         case(
+            "layer 1's value rows read from layer 2's attn_qkv: its query and key rows still merge, two \
+             outputs where the block's unit splits three",
+            Engine(rebind(tiny(), "blk.1.attn_qkv.v", Binding::rows("blk.2.attn_qkv.weight", 2 * kd, 2 * kd + 48))),
+            "WrongArity",
+            Some((DeltaNet, l(1))),
+        ),
+        case(
             "layer 1's output projection bound to layer 2's tensor",
             Engine(rebind(tiny(), "blk.1.ssm_out", Binding::whole("blk.2.ssm_out.weight"))),
             "WrongBinding",
@@ -422,9 +429,7 @@ fn each_case_is_refused_with_its_variant_at_its_place() {
 #[test]
 fn every_variant_but_the_unreachable_ones_has_a_case() {
     let named: Vec<&str> = cases().iter().map(|c| c.error).collect();
-    // WrongArity needs a fused op with a different operand count than its block's template, which
-    // no valid graph of these shapes has.
-    let not_yet = ["WrongArity"];
+    let not_yet: [&str; 0] = [];
     for v in [
         "InvalidGraph",
         "RecurrentStateBelowF32",
@@ -433,6 +438,7 @@ fn every_variant_but_the_unreachable_ones_has_a_case() {
         "WrongTensor",
         "WrongBinding",
         "WrongAttribute",
+        "WrongArity",
         "MissingState",
         "WrongStateWrite",
         "StrayRead",

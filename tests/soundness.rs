@@ -21,9 +21,10 @@ use stepcheck::r#gen::file::CaseFile;
 use stepcheck::r#gen::oracle::{Stats, judge, trace};
 use stepcheck::r#gen::spec::construct_names;
 use stepcheck::r#gen::{Case, Input, Mutation, Outcome, spec as gen_spec};
+use stepcheck::ir::RopeStyle;
 use stepcheck::ir::parse_graph;
 use stepcheck::model::author::decode_step;
-use stepcheck::model::spec::{Ffn, ModelSpec, PostNorm, SlidingWindow};
+use stepcheck::model::spec::{Ffn, ModelSpec, PostNorm};
 
 // ---- Budgets. ----
 
@@ -95,6 +96,8 @@ struct Coverage {
     shims: BTreeSet<&'static str>,
     numerics: BTreeSet<String>,
     layer_patterns: BTreeSet<&'static str>,
+    /// (output gate, q/k norms) of specs with attention layers.
+    attention_variants: BTreeSet<(bool, bool)>,
     failures: Vec<String>,
 }
 
@@ -129,10 +132,13 @@ fn sweep(n: u64) -> Coverage {
             *c.mutations.entry(m.kind_name()).or_default() += 1;
         }
         if let Input::Spec(spec) = &case.input {
-            for name in construct_names(&spec.constructs) {
+            for name in construct_names(spec) {
                 *c.constructs.entry(name).or_default() += 1;
             }
             c.layer_patterns.extend(patterns(spec));
+            if spec.layers.contains(&stepcheck::model::spec::Mixer::Attention) {
+                c.attention_variants.insert((spec.attention.output_gate, spec.attention.qk_norm));
+            }
         }
         c.shims.extend(case.without.map(Symbol::name));
         c.numerics.insert(case.numerics.to_string());
@@ -169,9 +175,21 @@ fn a_sweep_reaches_every_mutation_construct_and_refusal() {
         "ffn:GeGlu",
         "ffn:Relu2Mlp",
         "ffn:ClampedSwiGlu",
+        "experts:SoftmaxTopK",
+        "experts:TopKSoftmax",
+        "experts:SigmoidGroupLimited",
+        "experts:shared",
+        "experts:all dense",
         "attention_sinks",
         "sliding_window",
+        "sliding_rope",
         "embedding_scale",
+        "attention_scale",
+        "rope_scaling",
+        "latent_attention",
+        "qkv_bias",
+        "output_bias",
+        "interleaved_rope",
     ] {
         assert!(c.constructs.contains_key(construct), "no {construct} in {:?}", c.constructs);
     }
@@ -184,13 +202,11 @@ fn a_sweep_reaches_every_mutation_construct_and_refusal() {
     for n in ["f32/f32/f32", "bf16/bf16/f32", "bf16/bf16/bf16"] {
         assert!(c.numerics.contains(n), "no case at {n}: {:?}", c.numerics);
     }
-    // Every variant but those of constructs the author does not write yet (TODO: experts and
-    // latent attention, see `gen::spec`).
     for v in stepcheck::r#gen::outcome::VARIANTS {
-        if ["Experts", "LatentAttention"].contains(&v) {
-            continue;
-        }
         assert!(c.stats.refused.contains_key(v), "no case refused with {v}: {}", c.stats);
+    }
+    for (gate, norm) in [(true, true), (false, true), (true, false), (false, false)] {
+        assert!(c.attention_variants.contains(&(gate, norm)), "no attention with gate {gate}, q/k norms {norm}");
     }
     assert!(c.stats.accepted > c.stats.cases / 10, "few accepted cases: {}", c.stats);
     // Inconclusive comparisons are counted, and must stay rare: a check that concluded nothing
@@ -250,32 +266,42 @@ fn case_like() -> impl Strategy<Value = String> {
 
 // ---- Refusal order. ----
 
-/// The constructs of a mixed spec, and a shim without a symbol, each alone: the refusal each
-/// gives by itself.
+/// Each construct of a mixed spec, and a shim without a symbol, alone on the spec without the
+/// others: the refusal each gives by itself. (A sliding window's own RoPE only matters with the
+/// window, and comes with it in the mix.)
 fn alone(spec: &ModelSpec, without: Option<Symbol>) -> Vec<Outcome> {
     let c = &spec.constructs;
-    let mut singles: Vec<(ModelSpec, Option<Symbol>)> = vec![];
-    let base = ModelSpec { constructs: Default::default(), ..spec.clone() };
+    let base = ModelSpec {
+        constructs: Default::default(),
+        attention: stepcheck::model::spec::AttentionSpec { rope_style: RopeStyle::Neox, ..spec.attention.clone() },
+        ..spec.clone()
+    };
     let with = |f: &dyn Fn(&mut ModelSpec)| {
         let mut s = base.clone();
         f(&mut s);
         s
     };
-    if c.post_norm != PostNorm::None {
-        singles.push((with(&|s| s.constructs.post_norm = c.post_norm), None));
-    }
-    if c.ffn != Ffn::SwiGlu {
-        singles.push((with(&|s| s.constructs.ffn = c.ffn), None));
-    }
-    if c.attention_sinks {
-        singles.push((with(&|s| s.constructs.attention_sinks = true), None));
-    }
-    if let Some(w) = &c.sliding_window {
-        singles.push((with(&|s| s.constructs.sliding_window = Some(SlidingWindow { ..w.clone() })), None));
-    }
-    if let Some(f) = c.embedding_scale {
-        singles.push((with(&|s| s.constructs.embedding_scale = Some(f)), None));
-    }
+    let mut singles: Vec<(ModelSpec, Option<Symbol>)> = vec![];
+    let mut add = |on: bool, f: &dyn Fn(&mut ModelSpec)| {
+        if on {
+            singles.push((with(f), None));
+        }
+    };
+    add(c.post_norm != PostNorm::None, &|s| s.constructs.post_norm = c.post_norm);
+    add(c.ffn != Ffn::SwiGlu, &|s| s.constructs.ffn = c.ffn);
+    add(c.experts.is_some(), &|s| s.constructs.experts = c.experts.clone());
+    add(c.attention_sinks, &|s| s.constructs.attention_sinks = true);
+    add(c.sliding_window.is_some(), &|s| s.constructs.sliding_window = c.sliding_window.clone());
+    add(c.embedding_scale.is_some(), &|s| s.constructs.embedding_scale = c.embedding_scale);
+    add(c.attention_scale.is_some(), &|s| s.constructs.attention_scale = c.attention_scale);
+    add(c.latent_attention.is_some(), &|s| s.constructs.latent_attention = c.latent_attention.clone());
+    add(spec.attention.rope_style == RopeStyle::Interleaved, &|s| s.attention.rope_style = RopeStyle::Interleaved);
+    add(c.rope_scaling.is_some(), &|s| s.constructs.rope_scaling = c.rope_scaling.clone());
+    add(c.qkv_bias, &|s| {
+        s.constructs.qkv_bias = true;
+        s.attention.output_gate = false;
+    });
+    add(c.output_bias, &|s| s.constructs.output_bias = true);
     if without.is_some() {
         singles.push((base.clone(), without));
     }
@@ -288,26 +314,39 @@ fn lowered(spec: &ModelSpec, without: Option<Symbol>) -> Outcome {
     Outcome::of(&lower_graph_with(&g, Numerics::F32, &shim))
 }
 
-/// Where a refusal is in reading order; at one place, the attention block's construct checks
-/// (sinks, then the window) come before matching it (a symbol the shim lacks).
+/// Where a refusal is in reading order; at one place, the order the block checks them in: the
+/// attention block's named constructs (latent, sinks, window, scale, interleaved RoPE, scaled RoPE,
+/// a bias) before matching it (a symbol the shim lacks), the FFN's experts before its shape before
+/// matching it.
 fn order(o: &Outcome) -> ((usize, usize), usize) {
     let Outcome::Refused { variant, at } = o else { return ((usize::MAX, usize::MAX), usize::MAX) };
-    let tie = ["AttentionSinks", "SlidingWindow", "Unfused"].iter().position(|v| v == variant).unwrap_or(0);
-    (at.map_or((0, 0), |p| p.rank()), tie)
+    let within = [
+        "LatentAttention",
+        "AttentionSinks",
+        "SlidingWindow",
+        "AttentionScale",
+        "InterleavedRope",
+        "ScaledRope",
+        "AttentionBias",
+        "Experts",
+        "NotSwiGlu",
+        "Unfused",
+    ];
+    (at.map_or((0, 0), |p| p.rank()), within.iter().position(|v| v == variant).unwrap_or(0))
 }
 
 proptest! {
     #![proptest_config(config(budget(1000)))]
 
-    /// A spec mixing refused constructs (and maybe a shim without a symbol) is refused with the
-    /// refusal that comes first in the engine's reading order among those each gives alone: the
-    /// embedding, then per layer its norm, mixer, add, FFN norm, FFN and add, then the advance,
-    /// the final norm and the head.
+    /// A spec mixing constructs the engine refuses by name (and maybe a shim without a symbol) is
+    /// refused with the refusal that comes first in the engine's reading order among those each
+    /// gives alone: the embedding, then per layer its norm, mixer, add, FFN norm, FFN and add, then
+    /// the advance, the final norm and the head.
     #[test]
     fn mixed_constructs_refuse_with_the_first_in_reading_order(bytes in proptest::collection::vec(any::<u8>(), 8..64)) {
         let mut d = Draw::new(&bytes);
         let mut spec = gen_spec::spec(&mut d);
-        spec.constructs = gen_spec::constructs(&mut d, &spec);
+        spec.constructs = gen_spec::constructs(&mut d, &mut spec);
         let without = if d.below(3) == 0 { Some(*d.pick(&Symbol::ALL)) } else { None };
         let singles = alone(&spec, without);
         let first = singles.iter().filter(|o| **o != Outcome::Accepted).min_by_key(|o| order(o)).cloned();

@@ -64,7 +64,7 @@ impl Case {
         match family {
             0 | 1 => case.numerics = numerics(&mut d),
             2 | 3 => {
-                spec.constructs = constructs(&mut d, &spec);
+                spec.constructs = constructs(&mut d, &mut spec);
                 if d.below(4) == 0 {
                     case.without = Some(*d.pick(&Symbol::ALL));
                 }

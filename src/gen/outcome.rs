@@ -308,7 +308,7 @@ impl fmt::Display for Expected {
 }
 
 /// Every `LowerError` variant's name, as `LowerError::name` spells it.
-pub const VARIANTS: [&str; 23] = [
+pub const VARIANTS: [&str; 27] = [
     "InvalidGraph",
     "RecurrentStateBelowF32",
     "WrongOp",
@@ -332,6 +332,10 @@ pub const VARIANTS: [&str; 23] = [
     "AttentionSinks",
     "SlidingWindow",
     "ScaledEmbedding",
+    "InterleavedRope",
+    "AttentionScale",
+    "ScaledRope",
+    "AttentionBias",
 ];
 
 #[cfg(test)]
