@@ -346,6 +346,7 @@ fn the_shim_never_fuses_away_a_tensor_the_step_still_reads() {
         }),
         ("layer 1's key rows projected from the stale residual", rewire(tiny(), "l1.k.raw", 1, "l0.h")),
         ("the dt bias multiplied, not added", set_kind(tiny(), "l1.a.biased", OpKind::Mul)),
+        ("β is exp(b), not sigmoid(b)", set_kind(tiny(), "l1.beta", OpKind::Act(Act::Exp))),
         ("the decay computed, not a constant", decay_computed()),
         ("layer 1's conv with a bias", conv_with_bias()),
     ];
