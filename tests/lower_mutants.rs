@@ -10,6 +10,7 @@ use stepcheck::engine::{Numerics, Program, shim::EngineShim};
 use stepcheck::ir::interp::Runner;
 use stepcheck::ir::{Act, Fused, Graph, Op, OpKind, RopeStyle, StateKind, TensorDecl, TensorId, Ty, parse_graph};
 use stepcheck::model::bind::Binding;
+use stepcheck::model::spec::{Ffn, ModelSpec};
 use stepcheck::model::{Checkpoint, Tensor, author::decode_step, presets, random::random_checkpoint};
 
 // ---- The boundary: author, fuse, lower. ----
@@ -346,6 +347,7 @@ fn the_shim_never_fuses_away_a_tensor_the_step_still_reads() {
         }),
         ("layer 1's key rows projected from the stale residual", rewire(tiny(), "l1.k.raw", 1, "l0.h")),
         ("the dt bias multiplied, not added", set_kind(tiny(), "l1.a.biased", OpKind::Mul)),
+        ("the SwiGLU product is an add", set_kind(tiny(), "l2.ffn.hidden", OpKind::Add)),
         ("β is exp(b), not sigmoid(b)", set_kind(tiny(), "l1.beta", OpKind::Act(Act::Exp))),
         ("the decay computed, not a constant", decay_computed()),
         ("layer 1's conv with a bias", conv_with_bias()),
@@ -365,6 +367,10 @@ fn the_shim_fuses_the_patterns_in_whatever_order_the_author_wrote_them() {
         ("the value rows projected before the query rows", move_before(tiny(), "l1.v.raw", "l1.q.raw")),
         ("the gate half projected before the query half", move_before(tiny(), "l0.gate", "l0.q.raw")),
         (
+            "the SwiGLU product with the activation second",
+            rewire(rewire(tiny(), "l0.ffn.hidden", 0, "l0.ffn.up"), "l0.ffn.hidden", 1, "l0.ffn.act"),
+        ),
+        (
             "the decay after the softplus in the product",
             rewire(rewire(tiny(), "l1.g", 0, "l1.a.softplus"), "l1.g", 1, "blk.1.ssm_a"),
         ),
@@ -383,4 +389,28 @@ fn a_conv_its_bias_and_its_silu_fuse_into_one_conv_bias_silu_reading_the_bias() 
     assert_eq!(conv.kind, OpKind::Fused(Fused::ConvBiasSilu));
     let names: Vec<&str> = conv.inputs.iter().map(|&t| f.name_of(t)).collect();
     assert_eq!(names, ["l1.conv.next", "blk.1.ssm_conv1d", "blk.1.ssm_conv1d.bias"]);
+}
+
+#[test]
+fn a_refusal_lists_what_it_found() {
+    let g = set_kind(engine(tiny()), "l0.ffn.hidden", OpKind::Add);
+    let err = lowered(&g).expect_err("an add for a product");
+    let op = writer(&g, "l0.ffn.hidden");
+    let found = format!("found op {op} Add reading %l0.ffn.gate, %l0.ffn.up");
+    assert!(err.to_string().ends_with(&format!("reading %l0.ffn.gate, {found}")), "{err}");
+}
+
+fn with(f: impl FnOnce(&mut ModelSpec)) -> Graph {
+    let mut s = presets::tiny();
+    f(&mut s);
+    decode_step(&s).expect("the author writes it")
+}
+
+#[test]
+fn the_refused_constructs_are_those_the_engine_has_no_unit_for_not_malformed_graphs() {
+    let construct = |g: Graph| lowered(&engine(g)).expect_err("refused").is_refused_construct();
+    assert!(construct(with(|s| s.constructs.ffn = Ffn::GeGlu)));
+    assert!(construct(with(|s| s.constructs.attention_sinks = true)));
+    assert!(!construct(relabel_state(tiny(), StateKind::ValueCache, 0, 9)));
+    assert!(!construct(set_kind(tiny(), "l1.q.scaled", OpKind::Scale { factor: 0.5 })));
 }
