@@ -10,7 +10,8 @@ use stepcheck::engine::{Numerics, Program, shim::EngineShim};
 use stepcheck::ir::interp::Runner;
 use stepcheck::ir::{Act, Fused, Graph, Op, OpKind, RopeStyle, StateKind, TensorDecl, TensorId, Ty, parse_graph};
 use stepcheck::model::bind::Binding;
-use stepcheck::model::{author::decode_step, presets, random::random_checkpoint};
+use stepcheck::model::spec::{Ffn, ModelSpec};
+use stepcheck::model::{Checkpoint, Tensor, author::decode_step, presets, random::random_checkpoint};
 
 // ---- The boundary: author, fuse, lower. ----
 
@@ -64,6 +65,28 @@ fn rewire(mut g: Graph, op_writing: &str, operand: usize, to: &str) -> Graph {
 fn relabel_state(mut g: Graph, kind: StateKind, layer: usize, to: usize) -> Graph {
     g.states.iter_mut().find(|s| s.kind == kind && s.layer == Some(layer)).expect("state").layer = Some(to);
     g
+}
+
+/// `g` with the op writing `%op` moved to just before the op writing `%before`.
+fn move_before(mut g: Graph, op: &str, before: &str) -> Graph {
+    let from = writer(&g, op);
+    let moved = g.ops.remove(from);
+    let to = writer(&g, before);
+    g.ops.insert(to, moved);
+    g
+}
+
+/// `g` with `new` inserted as lines of its listing just before the line declaring `%before`.
+fn insert_lines(g: &Graph, before: &str, new: &[&str]) -> Graph {
+    let declares = format!("%{before}: ");
+    let mut text = vec![];
+    for line in g.to_string().lines() {
+        if line.starts_with(&declares) {
+            text.extend(new.iter().map(|l| l.to_string()));
+        }
+        text.push(line.to_string());
+    }
+    parse_graph(&text.join("\n")).unwrap_or_else(|e| panic!("the edited listing does not read: {e}"))
 }
 
 /// `g` with every line of its listing that mentions one of `on` rewritten by `edit`, read back.
@@ -210,6 +233,19 @@ fn cases() -> Vec<Case> {
             "MergedNotContiguous",
             (Attention, l(3), Some("l3.q.raw")),
         ),
+        // The engine's conv unit has no bias.
+        case(
+            "layer 1's conv with a bias",
+            engine(conv_with_bias()),
+            "WrongArity",
+            (DeltaNet, l(1), Some("l1.conv.silu")),
+        ),
+        case(
+            "the decay is computed, not a constant: no gdn_gating",
+            engine(decay_computed()),
+            "NotFusable",
+            (DeltaNet, l(1), Some("l1.beta")),
+        ),
         case(
             "attn_q's halves of two head sizes, left to the shim",
             engine(rebind(tiny(), "blk.3.attn_q.gate", Binding::head_half("blk.3.attn_q.weight", 16, 1))),
@@ -265,9 +301,37 @@ fn a_merge_the_shim_cannot_make_is_refused_saying_which_rows_do_not_follow() {
     assert!(err.to_string().contains("the first range of blk.1.attn_qkv.weight starts at row 1, not row 0"), "{err}");
 }
 
-/// The logits of `g` over a few tokens, by the reference interpreter, on tiny's random weights.
+/// Layer 1's decay scaled by 1 (a computed tensor, not a constant) after the softplus in the gate.
+fn decay_computed() -> Graph {
+    let g = insert_lines(&tiny(), "l1.g", &["%l1.decay: [4] = scale(factor=1.0) %blk.1.ssm_a"]);
+    let g = rewire(g, "l1.g", 0, "l1.a.softplus");
+    rewire(g, "l1.g", 1, "l1.decay")
+}
+
+/// Tiny's random weights, and a bias for layer 1's conv (Qwen3.5 has none).
+fn weights() -> Checkpoint {
+    let mut ckpt = random_checkpoint(&presets::tiny(), 5);
+    let bias = (0..80).map(|i| (i as f32 - 40.0) / 100.0).collect();
+    ckpt.insert("blk.1.ssm_conv1d.bias", Tensor { shape: vec![80], data: bias });
+    ckpt
+}
+
+/// Layer 1's conv with a bias added before its SiLU.
+fn conv_with_bias() -> Graph {
+    let g = insert_lines(
+        &tiny(),
+        "l1.conv.silu",
+        &[
+            "const %blk.1.ssm_conv1d.bias: [80] = blk.1.ssm_conv1d.bias",
+            "%l1.conv.biased: [80] = add %l1.conv.out, %blk.1.ssm_conv1d.bias",
+        ],
+    );
+    rewire(g, "l1.conv.silu", 0, "l1.conv.biased")
+}
+
+/// The logits of `g` over a few tokens, by the reference interpreter, on [`weights`].
 fn reference_logits(g: &Graph) -> Vec<Vec<f64>> {
-    let ckpt = random_checkpoint(&presets::tiny(), 5);
+    let ckpt = weights();
     let mut r = Runner::new(g, &ckpt).unwrap_or_else(|e| panic!("the reference does not run the graph: {e}"));
     [3, 1, 4].into_iter().map(|t| r.step(t).expect("a step")).collect()
 }
@@ -282,6 +346,12 @@ fn the_shim_never_fuses_away_a_tensor_the_step_still_reads() {
             g.logits = id(&g, "logits.act");
             g
         }),
+        ("layer 1's key rows projected from the stale residual", rewire(tiny(), "l1.k.raw", 1, "l0.h")),
+        ("the dt bias multiplied, not added", set_kind(tiny(), "l1.a.biased", OpKind::Mul)),
+        ("the SwiGLU product is an add", set_kind(tiny(), "l2.ffn.hidden", OpKind::Add)),
+        ("β is exp(b), not sigmoid(b)", set_kind(tiny(), "l1.beta", OpKind::Act(Act::Exp))),
+        ("the decay computed, not a constant", decay_computed()),
+        ("layer 1's conv with a bias", conv_with_bias()),
     ];
     for (what, g) in cases {
         let f = fused(&g);
@@ -290,4 +360,58 @@ fn the_shim_never_fuses_away_a_tensor_the_step_still_reads() {
         }
         assert_eq!(reference_logits(&f), reference_logits(&g), "{what}: the shim changed what the step computes");
     }
+}
+
+#[test]
+fn the_shim_fuses_the_patterns_in_whatever_order_the_author_wrote_them() {
+    let cases = [
+        ("the value rows projected before the query rows", move_before(tiny(), "l1.v.raw", "l1.q.raw")),
+        ("the gate half projected before the query half", move_before(tiny(), "l0.gate", "l0.q.raw")),
+        (
+            "the SwiGLU product with the activation second",
+            rewire(rewire(tiny(), "l0.ffn.hidden", 0, "l0.ffn.up"), "l0.ffn.hidden", 1, "l0.ffn.act"),
+        ),
+        (
+            "the decay after the softplus in the product",
+            rewire(rewire(tiny(), "l1.g", 0, "l1.a.softplus"), "l1.g", 1, "blk.1.ssm_a"),
+        ),
+    ];
+    for (what, g) in cases {
+        let f = fused(&g);
+        lowered(&f).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(reference_logits(&f), reference_logits(&g), "{what}: the shim changed what the step computes");
+    }
+}
+
+#[test]
+fn a_conv_its_bias_and_its_silu_fuse_into_one_conv_bias_silu_reading_the_bias() {
+    let f = fused(&conv_with_bias());
+    let conv = &f.ops[writer(&f, "l1.conv.silu")];
+    assert_eq!(conv.kind, OpKind::Fused(Fused::ConvBiasSilu));
+    let names: Vec<&str> = conv.inputs.iter().map(|&t| f.name_of(t)).collect();
+    assert_eq!(names, ["l1.conv.next", "blk.1.ssm_conv1d", "blk.1.ssm_conv1d.bias"]);
+}
+
+#[test]
+fn a_refusal_lists_what_it_found() {
+    let g = set_kind(engine(tiny()), "l0.ffn.hidden", OpKind::Add);
+    let err = lowered(&g).expect_err("an add for a product");
+    let op = writer(&g, "l0.ffn.hidden");
+    let found = format!("found op {op} Add reading %l0.ffn.gate, %l0.ffn.up");
+    assert!(err.to_string().ends_with(&format!("reading %l0.ffn.gate, {found}")), "{err}");
+}
+
+fn with(f: impl FnOnce(&mut ModelSpec)) -> Graph {
+    let mut s = presets::tiny();
+    f(&mut s);
+    decode_step(&s).expect("the author writes it")
+}
+
+#[test]
+fn the_refused_constructs_are_those_the_engine_has_no_unit_for_not_malformed_graphs() {
+    let construct = |g: Graph| lowered(&engine(g)).expect_err("refused").is_refused_construct();
+    assert!(construct(with(|s| s.constructs.ffn = Ffn::GeGlu)));
+    assert!(construct(with(|s| s.constructs.attention_sinks = true)));
+    assert!(!construct(relabel_state(tiny(), StateKind::ValueCache, 0, 9)));
+    assert!(!construct(set_kind(tiny(), "l1.q.scaled", OpKind::Scale { factor: 0.5 })));
 }
