@@ -172,6 +172,21 @@ mod writer {
 
 use writer::{GgufWriter, header, put_str};
 
+/// The fuzzer's first find (CI, 2026-11-29): a file whose `f64` metadata is NaN parsed twice did not
+/// equal itself, because equality compared floats as numbers. Metadata compares by its bits.
+#[test]
+fn metadata_compares_by_its_bits_so_a_file_parsed_twice_equals_itself() {
+    let w = GgufWriter::default()
+        .kv("nan.f64", Value::F64(f64::NAN))
+        .kv("nan.f32", Value::F32(f32::NAN))
+        .kv("a.nan", Value::Array(Array::F32(vec![f32::NAN, 1.0])))
+        .kv("zero", Value::F64(0.0));
+    let bytes = w.to_bytes();
+    assert_eq!(parse(&bytes), parse(&bytes));
+    assert_ne!(Value::F64(0.0), Value::F64(-0.0), "0 and -0 are different bits");
+    assert_ne!(Value::F64(1.0), Value::F32(1.0), "values of different types differ");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Boundaries: one helper each.
 

@@ -103,8 +103,8 @@ pub enum GgufError {
 /// A result whose error is a [`GgufError`].
 pub type Result<T, E = GgufError> = std::result::Result<T, E>;
 
-/// A metadata value.
-#[derive(Clone, Debug, PartialEq)]
+/// A metadata value. Two values are equal when they are the same bits in a file (see `PartialEq`).
+#[derive(Clone, Debug)]
 pub enum Value {
     U8(u8),
     I8(i8),
@@ -123,7 +123,7 @@ pub enum Value {
 
 /// An array value: its elements, all of one type. Elements are stored by type so that an array takes
 /// about as much memory as its bytes in the file.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum Array {
     U8(Vec<u8>),
     I8(Vec<i8>),
@@ -140,6 +140,58 @@ pub enum Array {
     I64(Vec<i64>),
     F64(Vec<f64>),
 }
+
+/// Values are equal when a file would store them as the same bits: floats compare by their bits, so a
+/// NaN read twice is one value (and 0.0 and −0.0 are two), which keeps "parsed twice, read the same"
+/// a statement that can hold.
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        use Value as V;
+        match (self, other) {
+            (V::F32(a), V::F32(b)) => a.to_bits() == b.to_bits(),
+            (V::F64(a), V::F64(b)) => a.to_bits() == b.to_bits(),
+            (V::U8(a), V::U8(b)) => a == b,
+            (V::I8(a), V::I8(b)) => a == b,
+            (V::U16(a), V::U16(b)) => a == b,
+            (V::I16(a), V::I16(b)) => a == b,
+            (V::U32(a), V::U32(b)) => a == b,
+            (V::I32(a), V::I32(b)) => a == b,
+            (V::U64(a), V::U64(b)) => a == b,
+            (V::I64(a), V::I64(b)) => a == b,
+            (V::Bool(a), V::Bool(b)) => a == b,
+            (V::String(a), V::String(b)) => a == b,
+            (V::Array(a), V::Array(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Value {}
+
+/// Arrays are equal element by element under the rule of [`Value`]'s equality: floats by their bits.
+impl PartialEq for Array {
+    fn eq(&self, other: &Self) -> bool {
+        use Array as A;
+        match (self, other) {
+            (A::F32(a), A::F32(b)) => a.iter().map(|x| x.to_bits()).eq(b.iter().map(|x| x.to_bits())),
+            (A::F64(a), A::F64(b)) => a.iter().map(|x| x.to_bits()).eq(b.iter().map(|x| x.to_bits())),
+            (A::U8(a), A::U8(b)) => a == b,
+            (A::I8(a), A::I8(b)) => a == b,
+            (A::U16(a), A::U16(b)) => a == b,
+            (A::I16(a), A::I16(b)) => a == b,
+            (A::U32(a), A::U32(b)) => a == b,
+            (A::I32(a), A::I32(b)) => a == b,
+            (A::U64(a), A::U64(b)) => a == b,
+            (A::I64(a), A::I64(b)) => a == b,
+            (A::Bool(a), A::Bool(b)) => a == b,
+            (A::String(a), A::String(b)) => a == b,
+            (A::Array(a), A::Array(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Array {}
 
 /// The GGUF value type ids, in the format's numbering.
 pub mod value_type {
