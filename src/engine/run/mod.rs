@@ -40,13 +40,20 @@ pub struct EngineRunner<'c> {
     threads: usize,
 }
 
+/// The machine's available parallelism, asked once per process: asking reads the cgroup files,
+/// which costs more than a small program's whole step (the fuzz target builds a runner per input).
+fn machine_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 impl<'c> EngineRunner<'c> {
     /// A runner for `program` on `checkpoint`, with KV caches of `capacity` positions. It checks
     /// every index, length and state layout of the program and every weight it names (present, of
     /// the shape its command needs), so that a step cannot fail on the program's account.
     pub fn new(program: &Program, checkpoint: &'c Checkpoint, capacity: usize) -> Result<Self, RunError> {
         let plan = Plan::new(program, checkpoint, capacity)?;
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = machine_threads();
         Ok(EngineRunner {
             units: plan.units,
             buffers: plan.buffers,
