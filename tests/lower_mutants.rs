@@ -265,6 +265,14 @@ fn cases() -> Vec<Case> {
             "WrongAttribute",
             (Attention, l(0), Some("l0.q.raw")),
         ),
+        // An FFN whose product is fused with another activation is not the SwiGLU unit: the
+        // refusal names the product.
+        case(
+            "layer 2's FFN product fused with GELU",
+            set_kind(engine(tiny()), "l2.ffn.hidden", OpKind::Fused(Fused::GluActMul { act: Act::Gelu })),
+            "NotSwiGlu",
+            (Ffn, l(2), Some("l2.ffn.hidden")),
+        ),
     ]
 }
 

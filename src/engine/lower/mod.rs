@@ -204,8 +204,8 @@ impl Lowering<'_> {
         for (after, before) in [("q", "qc"), ("k", "kc"), ("v", "vc"), ("zh", "z"), ("of", "og")] {
             self.alias(f.var(after), f.var(before));
         }
-        let window = self.state_ref(StateKind::Conv, Some(l))?;
-        let state = self.state_ref(StateKind::Recurrent, Some(l))?;
+        let window = self.state_ref(StateKind::Conv, at)?;
+        let state = self.state_ref(StateKind::Recurrent, at)?;
         let b = |me: &mut Self, n: &str| me.buf(f.var(n));
         let weight = |what: &str| crate::model::names::blk(l, what);
         use crate::model::names::layer as n;
@@ -334,8 +334,8 @@ impl Lowering<'_> {
             glu_act(at_op("og"), "the output gate", op("og"), Act::Sigmoid)?;
         }
         self.alias(f.var("of"), f.var("o"));
-        let k_cache = self.state_ref(StateKind::KeyCache, Some(l))?;
-        let v_cache = self.state_ref(StateKind::ValueCache, Some(l))?;
+        let k_cache = self.state_ref(StateKind::KeyCache, at)?;
+        let v_cache = self.state_ref(StateKind::ValueCache, at)?;
         let b = |me: &mut Self, n: &str| me.buf(f.var(n));
         let weight = |what: &str| crate::model::names::blk(l, what);
         let norm = |what: &str| qk_norm.then(|| weight(what));
@@ -406,7 +406,7 @@ impl Lowering<'_> {
     fn advance(&mut self) -> Result<(), LowerError> {
         let at = site(BlockKind::Advance, None);
         self.find(&t::ADVANCE, &[], at, &[])?;
-        let position = self.state_ref(StateKind::Position, None)?;
+        let position = self.state_ref(StateKind::Position, at)?;
         self.block(BlockKind::Advance, None, vec![Command::Advance { position }]);
         Ok(())
     }
@@ -478,51 +478,42 @@ impl Lowering<'_> {
         self.buf_of.insert(t, b);
     }
 
-    /// The engine's state for the graph's state of `kind` in `layer`, made on first use.
-    fn state_ref(&mut self, kind: StateKind, layer: Option<usize>) -> Result<StateRef, LowerError> {
+    /// The engine's state for the graph's state of `kind` in the layer of `at`, made on first use;
+    /// the block at `at` reads it, and a missing one is refused there.
+    fn state_ref(&mut self, kind: StateKind, at: Site) -> Result<StateRef, LowerError> {
+        let layer = at.layer;
         if let Some(&s) = self.state_of.get(&(kind, layer)) {
             return Ok(s);
         }
         let g = self.m.graph;
-        let block = if kind == StateKind::Position { BlockKind::Advance } else { BlockKind::DeltaNet };
         let state = g
             .states
             .iter()
             .find(|s| s.kind == kind && s.layer == layer)
-            .ok_or(LowerError::MissingState { at: site(block, layer), state: kind.name() })?;
+            .ok_or(LowerError::MissingState { at, state: kind.name() })?;
         let ty = g.ty(state.read);
-        let (layout, storage) = match (kind, ty) {
-            (StateKind::Position, _) => (StateLayout::Position, Storage::F32),
-            (StateKind::Conv, Ty::Tensor(s)) if s.len() == 2 => {
-                (StateLayout::ConvWindow { channels: s[0], taps: s[1] }, self.numerics.activations)
+        let dims = match ty {
+            Ty::Tensor(s) => s.as_slice(),
+            _ => &[],
+        };
+        let (layout, storage) = match (kind, dims, ty) {
+            (StateKind::Position, _, _) => (StateLayout::Position, Storage::F32),
+            (StateKind::Conv, &[channels, taps], _) => {
+                (StateLayout::ConvWindow { channels, taps }, self.numerics.activations)
             }
-            (StateKind::Recurrent, Ty::Tensor(s)) if s.len() == 3 => (
-                StateLayout::DeltaState { value_heads: s[0], key_dim: s[1], value_dim: s[2] },
-                self.numerics.recurrent_state,
-            ),
-            (StateKind::KeyCache | StateKind::ValueCache, Ty::Cache { heads, dim }) => {
-                (StateLayout::KvCache { heads: *heads, dim: *dim }, self.numerics.kv_cache)
+            (StateKind::Recurrent, &[value_heads, key_dim, value_dim], _) => {
+                (StateLayout::DeltaState { value_heads, key_dim, value_dim }, self.numerics.recurrent_state)
             }
-            _ => return Err(LowerError::MissingState { at: site(block, layer), state: kind.name() }),
+            (StateKind::KeyCache | StateKind::ValueCache, _, &Ty::Cache { heads, dim }) => {
+                (StateLayout::KvCache { heads, dim }, self.numerics.kv_cache)
+            }
+            _ => return Err(LowerError::MissingState { at, state: kind.name() }),
         };
         let r = StateRef(self.states.len());
         self.states.push(StateBuffer { name: g.name_of(state.read).to_string(), layer, layout, storage });
         self.state_of.insert((kind, layer), r);
         Ok(r)
     }
-}
-
-/// Whether the residual `h` is read by the final norm (a norm by `output_norm`): no more layers.
-fn reaches_final_norm(g: &Graph, uses: &Uses, h: TensorId) -> bool {
-    uses.readers(h).iter().any(|&r| {
-        let op = &g.ops[r];
-        matches!(op.kind, OpKind::RmsNorm { .. })
-            && op
-                .inputs
-                .get(1)
-                .and_then(|&w| g.constant(w))
-                .is_some_and(|c| c.binding.tensor == crate::model::names::OUTPUT_NORM)
-    })
 }
 
 /// The first of a rule's findings, as the lowering's refusal.

@@ -4,7 +4,7 @@
 //! The lowering stops at the first construct it refuses; a user deciding whether to bring a model
 //! to the engine needs all of them. The scan follows the residual stream instead of the engine's
 //! blocks: from the embedding, each layer is the part of the graph between a residual and the add
-//! that reads it, twice (mixer, then FFN), until the final norm reads the residual. It runs the
+//! that reads it, twice (mixer, then FFN), until no add reads the residual (the final norm's). It runs the
 //! lowering's own rules ([`super::refusals`]) on each part, so its first finding is the refusal
 //! `lower_graph` names whenever `lower_graph` refuses a construct.
 
@@ -38,9 +38,6 @@ pub fn refusals_in_order(graph: &Graph, numerics: Numerics) -> Vec<LowerError> {
     out.extend(refusals::scaled_embedding(&m, h0, site(BlockKind::Embedding, None)));
     let mut h = past_scales(&m, h0);
     for layer in 0..graph.ops.len() {
-        if super::reaches_final_norm(graph, &uses, h) {
-            break;
-        }
         match scan_layer(&m, layer, h, &mut out) {
             Some(next) => h = next,
             None => break,
