@@ -7,15 +7,25 @@ use crate::ir::Graph;
 /// the place of the first op it removes; ops are then put back in an order that reads every tensor
 /// after it is written, keeping the author's order wherever it already does. The instances are
 /// found once and made together; if together they would leave no such order (a cycle), they are
-/// made one at a time and an instance that would make a cycle on its own is not made.
-pub fn apply(graph: &Graph, entry: &Entry) -> Graph {
-    let rewrites = disjoint(entry.find(graph, &Uses::of(graph)));
-    let mut g = match rewrite(graph, &rewrites) {
-        Some(g) => g,
-        None => rewrites.iter().fold(graph.clone(), |g, rw| rewrite(&g, std::slice::from_ref(rw)).unwrap_or(g)),
-    };
-    g.compact();
-    g
+/// taken one at a time, each only if with those already taken it leaves none.
+pub fn apply(mut graph: Graph, entry: &Entry) -> Graph {
+    let rewrites = disjoint(entry.find(&graph, &Uses::of(&graph)));
+    let ops = rewritten_ops(&graph, &rewrites).or_else(|| {
+        // Every rewrite names ops of `graph` by index, so each is tried on `graph` with those taken.
+        let mut taken = Vec::with_capacity(rewrites.len());
+        for rw in rewrites {
+            taken.push(rw);
+            if rewritten_ops(&graph, &taken).is_none() {
+                taken.pop();
+            }
+        }
+        rewritten_ops(&graph, &taken)
+    });
+    if let Some(ops) = ops {
+        graph.ops = ops;
+    }
+    graph.compact();
+    graph
 }
 
 /// The rewrites none of whose ops an earlier one removes.
@@ -24,8 +34,8 @@ fn disjoint(rewrites: Vec<Rewrite>) -> Vec<Rewrite> {
     rewrites.into_iter().filter(|rw| rw.removes.iter().all(|&i| taken.insert(i))).collect()
 }
 
-/// `graph` with `rewrites` made, or `None` when they would leave a cycle.
-fn rewrite(graph: &Graph, rewrites: &[Rewrite]) -> Option<Graph> {
+/// The ops of `graph` with `rewrites` made, or `None` when they would leave a cycle.
+fn rewritten_ops(graph: &Graph, rewrites: &[Rewrite]) -> Option<Vec<crate::ir::Op>> {
     let mut at: std::collections::HashMap<usize, &Rewrite> = std::collections::HashMap::new();
     let mut removed = std::collections::HashSet::new();
     for rw in rewrites {
@@ -41,8 +51,7 @@ fn rewrite(graph: &Graph, rewrites: &[Rewrite]) -> Option<Graph> {
             ops.push(op.clone());
         }
     }
-    let ops = topological(graph, ops)?;
-    Some(Graph { ops, ..graph.clone() })
+    topological(graph, ops)
 }
 
 /// The ops in an order that writes every tensor before reading it, taking at each point the first
