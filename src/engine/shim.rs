@@ -43,6 +43,6 @@ impl EngineShim {
         if graph.validate().is_err() {
             return graph.clone();
         }
-        TABLE.iter().filter(|e| self.takes(e.symbol)).fold(graph.clone(), |g, e| rewrite::apply(g, e))
+        TABLE.iter().filter(|e| self.takes(e.symbol)).fold(graph.clone(), rewrite::apply)
     }
 }
