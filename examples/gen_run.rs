@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use stepcheck::r#gen::Case;
 use stepcheck::r#gen::file::CaseFile;
-use stepcheck::r#gen::oracle::{Inconclusive, Judgement, Stats, judge};
+use stepcheck::r#gen::oracle::{Inconclusive, Judgement, Stats, judge_drawn};
 
 fn bytes(index: u64) -> Vec<u8> {
     let mut z = index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
@@ -32,8 +32,9 @@ fn main() {
     let mut reduced_accepted = 0;
     let t0 = Instant::now();
     for i in first..first + cases {
-        let Some(case) = Case::from_bytes(&bytes(i)) else { continue };
-        let j = judge(&case);
+        let Some(drawn) = Case::draw(&bytes(i)) else { continue };
+        let case = drawn.case.clone();
+        let j = judge_drawn(drawn);
         stats.record(&j);
         if matches!(j, Judgement::Agreed { .. } | Judgement::Inconclusive(_)) && case.numerics != Default::default() {
             reduced_accepted += 1;

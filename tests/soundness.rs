@@ -18,7 +18,7 @@ use stepcheck::engine::shim::EngineShim;
 use stepcheck::fuse::Symbol;
 use stepcheck::r#gen::draw::Draw;
 use stepcheck::r#gen::file::CaseFile;
-use stepcheck::r#gen::oracle::{Stats, judge, trace};
+use stepcheck::r#gen::oracle::{Stats, judge, judge_drawn, trace};
 use stepcheck::r#gen::spec::construct_names;
 use stepcheck::r#gen::{Case, Input, Mutation, Outcome, spec as gen_spec};
 use stepcheck::ir::RopeStyle;
@@ -149,6 +149,17 @@ fn sweep(n: u64) -> Coverage {
         c.stats.record(&j);
     }
     c
+}
+
+/// The fuzz target judges a case with the graphs drawing it made (`judge_drawn`): that is the
+/// judgement of the case on its own, to the last digit of its verdict.
+#[test]
+fn judging_a_drawn_case_is_judging_the_case() {
+    for i in 0..400 {
+        let bytes = sweep_bytes(i);
+        let (Some(case), Some(drawn)) = (Case::from_bytes(&bytes), Case::draw(&bytes)) else { continue };
+        assert_eq!(judge_drawn(drawn).to_string(), judge(&case).to_string(), "case {i}");
+    }
 }
 
 /// A deterministic sweep that judges its cases and shows the generator reaches everything: every

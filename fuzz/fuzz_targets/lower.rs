@@ -1,7 +1,7 @@
 //! `cargo fuzz run lower`: the target the project names.
 //!
 //! With the `gen` feature (once `stepcheck::gen` is in the tree; `r#gen` in edition 2024) it drives the library's generators
-//! and oracle: bytes → `Case` → `judge`, and a failed judgement is a crash whose message is the
+//! and oracle: bytes → `Case::draw` → `judge_drawn`, and a failed judgement is a crash whose message is the
 //! judgement. Every 10,000 inputs it prints the running statistics to stderr.
 //!
 //! Without it, it fuzzes `lower_graph` on graphs read from the bytes as IR text, as the engine's
@@ -17,7 +17,7 @@ mod generated {
     use std::sync::{LazyLock, Mutex};
 
     use stepcheck::r#gen::Case;
-    use stepcheck::r#gen::oracle::{Stats, judge};
+    use stepcheck::r#gen::oracle::{Stats, judge_drawn};
 
     /// How many inputs pass between two statistics lines.
     const EVERY: u64 = 10_000;
@@ -27,7 +27,7 @@ mod generated {
 
     pub fn run(data: &[u8]) {
         let n = INPUTS.fetch_add(1, Ordering::Relaxed) + 1;
-        let judgement = Case::from_bytes(data).map(|case| judge(&case));
+        let judgement = Case::draw(data).map(judge_drawn);
         {
             let mut stats = STATS.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(j) = &judgement {

@@ -36,6 +36,18 @@ pub struct Case {
     pub steps: usize,
 }
 
+/// A case as drawn from bytes, with the step its spec was authored into while drawing it (a
+/// mutation is drawn on that step), so that judging the case does not author the spec again.
+#[derive(Clone, Debug)]
+pub struct Drawn {
+    pub case: Case,
+    /// `decode_step` of the case's spec, when the draw made it.
+    pub authored: Option<Graph>,
+    /// That step as the engine's default shim leaves it, when the draw made it (to draw a mutation
+    /// made after the shim).
+    pub fused: Option<Graph>,
+}
+
 /// How many tokens a case decodes unless it says otherwise: enough for a conv window to fill
 /// and a cache to hold several positions.
 pub const STEPS: usize = 4;
@@ -47,10 +59,17 @@ impl Case {
     /// constructs it refuses (sometimes with a shim without a symbol), one a shim without a symbol,
     /// one a recurrent state below f32, and ten a mutation of a spec it accepts.
     pub fn from_bytes(data: &[u8]) -> Option<Case> {
+        Case::draw(data).map(|d| d.case)
+    }
+
+    /// The case `data` draws, as [`Case::from_bytes`], with the step its spec was authored into
+    /// when drawing its mutation needed one.
+    pub fn draw(data: &[u8]) -> Option<Drawn> {
         if data.is_empty() {
             return None;
         }
         let mut d = Draw::new(data);
+        let (mut authored, mut fused) = (None, None);
         let family = d.below(16);
         let mut spec = spec(&mut d);
         let mut case = Case {
@@ -83,13 +102,16 @@ impl Case {
                 };
             }
             _ => {
-                let authored = decode_step(&spec).ok()?;
-                case.mutation = Some(Mutation::draw(&mut d, &Basis::new(&spec, &authored)));
+                let step = decode_step(&spec).ok()?;
+                let basis = Basis::new(&spec, &step);
+                case.mutation = Some(Mutation::draw(&mut d, &basis));
+                fused = basis.into_fused();
                 case.numerics = numerics(&mut d);
+                authored = Some(step);
             }
         }
         case.seed = d.u64();
-        Some(case)
+        Some(Drawn { case, authored, fused })
     }
 
     /// The spec of the case: the one it authors, or the one whose checkpoint its graph runs on.

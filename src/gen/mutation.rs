@@ -576,6 +576,11 @@ impl<'a> Basis<'a> {
         Basis { spec, authored, fused: std::cell::OnceCell::new() }
     }
 
+    /// The step as the engine's default shim leaves it, if a draw needed it.
+    pub fn into_fused(self) -> Option<Graph> {
+        self.fused.into_inner()
+    }
+
     fn graph(&self, stage: Stage) -> &Graph {
         match stage {
             Stage::Authored => self.authored,

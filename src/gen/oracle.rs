@@ -12,7 +12,7 @@
 
 use std::fmt;
 
-use super::case::{Case, Input};
+use super::case::{Case, Drawn, Input};
 use super::mutation::Stage;
 use super::outcome::{Expected, Outcome};
 pub use super::stats::Stats;
@@ -38,19 +38,36 @@ pub struct Trace {
 /// Runs a case up to the lowering: author (or take the graph), mutate before or after the shim as
 /// the mutation says, apply the shim, lower. An error says why the case cannot be run at all.
 pub fn trace(case: &Case) -> Result<Trace, String> {
+    trace_from(case, None, None)
+}
+
+/// [`trace`], starting from what drawing the case made ([`Drawn`]): the step of its spec, and that
+/// step as the engine's default shim leaves it.
+fn trace_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Result<Trace, String> {
     let shim = case.shim();
-    let (authored, graph) = match &case.input {
-        Input::Spec(spec) => {
-            let g = decode_step(spec).map_err(|e| format!("the author refused the spec: {e}"))?;
-            (Some(g.clone()), g)
-        }
-        Input::Graph { graph, .. } => (None, graph.clone()),
+    let authored = match (&case.input, authored) {
+        (Input::Spec(_), Some(g)) => Some(g),
+        (Input::Spec(spec), None) => Some(decode_step(spec).map_err(|e| format!("the author refused the spec: {e}"))?),
+        (Input::Graph { .. }, _) => None,
     };
     let mutate = |g: Graph, at: Stage| match &case.mutation {
         Some(m) if m.stage() == at => m.apply(&g).ok_or_else(|| format!("the mutation `{m}` does not apply")),
         _ => Ok(g),
     };
-    let fused = mutate(shim.prepare(&mutate(graph, Stage::Authored)?), Stage::Fused)?;
+    let mutated_after_default_shim =
+        case.without.is_none() && case.mutation.as_ref().is_some_and(|m| m.stage() == Stage::Fused);
+    let prepared = match fused {
+        Some(f) if mutated_after_default_shim => f,
+        _ => {
+            let graph = match (&case.input, &authored) {
+                (Input::Graph { graph, .. }, _) => graph.clone(),
+                (_, Some(g)) => g.clone(),
+                (_, None) => return Err("no step to lower".into()),
+            };
+            shim.prepare(&mutate(graph, Stage::Authored)?)
+        }
+    };
+    let fused = mutate(prepared, Stage::Fused)?;
     let lowered = lower_graph_with(&fused, case.numerics, &shim);
     Ok(Trace { authored, fused, lowered })
 }
@@ -82,8 +99,17 @@ pub enum Failure {
 
 /// Runs `case` through the pipeline and judges it: see the module documentation.
 pub fn judge(case: &Case) -> Judgement {
+    judge_from(case, None, None)
+}
+
+/// [`judge`] of a drawn case, reusing the graphs its draw made.
+pub fn judge_drawn(drawn: Drawn) -> Judgement {
+    judge_from(&drawn.case, drawn.authored, drawn.fused)
+}
+
+fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Judgement {
     let expected = case.expected();
-    let t = match trace(case) {
+    let t = match trace_from(case, authored, fused) {
         Ok(t) => t,
         Err(why) => return Judgement::Failure(Failure::Broken { why }),
     };
