@@ -309,6 +309,21 @@ fn a_merge_the_shim_cannot_make_is_refused_saying_which_rows_do_not_follow() {
     assert!(err.to_string().contains("the first range of blk.1.attn_qkv.weight starts at row 1, not row 0"), "{err}");
 }
 
+/// The reason a merge cannot be made reads the projections in row (or half) order, whatever order
+/// the author wrote their matvecs in.
+#[test]
+fn a_merge_the_shim_cannot_make_is_explained_in_row_order_not_op_order() {
+    let kd = 16; // tiny: 2 key heads of 8
+    let keys_shifted = rebind(tiny(), "blk.1.attn_qkv.k", Binding::rows("blk.1.attn_qkv.weight", kd + 1, 2 * kd + 1));
+    let g = engine(move_before(keys_shifted, "l1.k.raw", "l1.q.raw"));
+    let err = lowered(&g).expect_err("the keys shifted by a row");
+    assert!(err.to_string().ends_with("rows 17..33 of blk.1.attn_qkv.weight do not follow row 16"), "{err}");
+    let gate_of_16 = rebind(tiny(), "blk.0.attn_q.gate", Binding::head_half("blk.0.attn_q.weight", 16, 1));
+    let g = engine(move_before(gate_of_16, "l0.gate", "l0.q.raw"));
+    let err = lowered(&g).expect_err("halves of two head sizes");
+    assert!(err.to_string().contains("the head halves [(32, 0), (16, 1)] of blk.0.attn_q.weight"), "{err}");
+}
+
 /// Layer 1's decay scaled by 1 (a computed tensor, not a constant) after the softplus in the gate.
 fn decay_computed() -> Graph {
     let g = insert_lines(&tiny(), "l1.g", &["%l1.decay: [4] = scale(factor=1.0) %blk.1.ssm_a"]);

@@ -317,9 +317,10 @@ fn find_glu_act_mul(graph: &Graph, uses: &Uses) -> Vec<Rewrite> {
         let OpKind::Act(act) = op.kind else { continue };
         let Some(m) = uses.sole_reader(graph, op.outputs[0]) else { continue };
         let mul = &graph.ops[m];
+        // The product reads the activation, so its value is the other operand.
         let value = match mul.inputs.as_slice() {
             [a, v] if *a == op.outputs[0] => *v,
-            [v, a] if *a == op.outputs[0] => *v,
+            [v, _] => *v,
             _ => continue,
         };
         if mul.kind != OpKind::Mul || graph.ty(value) != graph.ty(op.inputs[0]) {

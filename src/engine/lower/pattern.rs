@@ -162,12 +162,8 @@ impl<'g> Matcher<'g> {
                     expected: pat.outs.len(),
                     found: self.graph.ops[op].outputs.len(),
                 })?;
-                match vars.get(name) {
-                    Some(&bound) if bound != t => return Err(self.wrong_tensor(at, pat.what, k, bound, t)),
-                    _ => {
-                        vars.insert(name, t);
-                    }
-                }
+                // Each name a template writes is new where it is written (the templates' tests).
+                vars.insert(name, t);
             }
             for (j, operand) in pat.ins.iter().enumerate() {
                 if let Operand::Var(name) = operand {

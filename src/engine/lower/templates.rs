@@ -248,3 +248,46 @@ pub const HEAD: Template = Template {
     writes: &[],
     exports: &["logits"],
 };
+
+/// Every block template, for the tests of their tables.
+#[cfg(test)]
+const ALL: [(&str, &Template); 14] = [
+    ("EMBEDDING", &EMBEDDING),
+    ("MIXER_NORM", &MIXER_NORM),
+    ("DELTA_NET", &DELTA_NET),
+    ("ATTENTION_GATED_QK_NORM", &ATTENTION_GATED_QK_NORM),
+    ("ATTENTION_GATED", &ATTENTION_GATED),
+    ("ATTENTION_QK_NORM", &ATTENTION_QK_NORM),
+    ("ATTENTION_PLAIN", &ATTENTION_PLAIN),
+    ("MIXER_ADD", &MIXER_ADD),
+    ("FFN_NORM", &FFN_NORM),
+    ("FFN", &FFN),
+    ("FFN_ADD", &FFN_ADD),
+    ("ADVANCE", &ADVANCE),
+    ("FINAL_NORM", &FINAL_NORM),
+    ("HEAD", &HEAD),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The matcher binds a pattern's outputs without looking: each name a template writes must be
+    /// new where it is written, never one an earlier pattern read or wrote.
+    #[test]
+    fn every_name_a_template_writes_is_new_where_it_is_written() {
+        for (name, t) in ALL {
+            let mut seen: Vec<&str> = vec![];
+            for p in t.pats {
+                for out in p.outs {
+                    assert!(!seen.contains(out), "{name}: {} writes %{out}, already bound", p.what);
+                }
+                seen.extend(p.ins.iter().filter_map(|o| match o {
+                    Var(v) => Some(*v),
+                    _ => None,
+                }));
+                seen.extend(p.outs.iter().copied());
+            }
+        }
+    }
+}
