@@ -265,6 +265,21 @@ fn cases() -> Vec<Case> {
             "WrongAttribute",
             (Attention, l(0), Some("l0.q.raw")),
         ),
+        // A block's op whose output is read outside the block is named with the reader.
+        case(
+            "an op after the step reads layer 1's query projection",
+            append(engine(tiny()), OpKind::Act(Act::Silu), &["l1.q.raw"], "stray", Ty::Tensor(vec![16])),
+            "StrayRead",
+            (DeltaNet, l(1), Some("l1.q.raw")),
+        ),
+        // A pattern that reads a state is found from the state first: the append that reads
+        // layer 0's key cache is layer 3's, whose key is not layer 0's.
+        case(
+            "the key caches' appends of layers 0 and 3 swapped",
+            engine(rewire(rewire(tiny(), "l0.kcache.next", 0, "l3.kcache"), "l3.kcache.next", 0, "l0.kcache")),
+            "WrongTensor",
+            (Attention, l(0), Some("l3.kcache.next")),
+        ),
         // An FFN whose product is fused with another activation is not the SwiGLU unit: the
         // refusal names the product.
         case(
