@@ -280,6 +280,26 @@ fn cases() -> Vec<Case> {
             "WrongTensor",
             (Attention, l(0), Some("l3.kcache.next")),
         ),
+        // A layer with its mixer norm, whose residual is also projected directly, is not a
+        // post-norm layer: the block finds the next projection of its input where the gate's was.
+        case(
+            "layer 1's output gate projects the residual, not the normed input",
+            engine(rewire(tiny(), "l1.z", 1, "l0.h")),
+            "WrongBinding",
+            (DeltaNet, l(1), Some("l1.b")),
+        ),
+        // A scale inside the FFN is not SwiGLU (outside a mixture of experts' weighting).
+        case(
+            "layer 2's FFN scales its product before the down projection",
+            engine(rewire(
+                insert_lines(&tiny(), "l2.ffn", &["%l2.ffn.scaled: [96] = scale(factor=2.0) %l2.ffn.hidden"]),
+                "l2.ffn",
+                1,
+                "l2.ffn.scaled",
+            )),
+            "NotSwiGlu",
+            (Ffn, l(2), Some("l2.ffn.scaled")),
+        ),
         // An FFN whose product is fused with another activation is not the SwiGLU unit: the
         // refusal names the product.
         case(

@@ -8,7 +8,7 @@
 
 use super::error::{LowerError, Site};
 use super::pattern::Matcher;
-use crate::ir::{Act, Fused, Graph, OpKind, RopeStyle, TensorId, Ty};
+use crate::ir::{Act, Fused, Graph, OpKind, RopeStyle, TensorId};
 
 /// The ops of a block's region: those reachable from `from` through unclaimed ops, not passing the
 /// ops that read the layer's residual `residual` (its add), with their index, in op order.
@@ -88,8 +88,8 @@ pub fn attention(m: &Matcher, ops: &[usize], input: TensorId, at: Site) -> Vec<L
         if let Some(window) = window {
             out.push(LowerError::SlidingWindow { at: at_op(at, r), window });
         }
-        let head_dim = op.inputs.first().and_then(|&q| match g.ty(q) {
-            Ty::Tensor(s) if s.len() == 2 => Some(s[1]),
+        let head_dim = op.inputs.first().and_then(|&q| match g.ty(q).shape()? {
+            &[_, head_dim] => Some(head_dim),
             _ => None,
         });
         if let Some(head_dim) = head_dim {
@@ -122,8 +122,9 @@ pub fn attention(m: &Matcher, ops: &[usize], input: TensorId, at: Site) -> Vec<L
 
 /// A matvec that projects up from a normed projection of the block's input `input` (through slices
 /// and reshapes): the decompression of a latent (`q_b_proj` after `q_a_layernorm` of
-/// `q_a_proj(x)`, `kv_b_proj` after `kv_a_layernorm` of `kv_a_proj_with_mqa(x)`). A norm of any
-/// other projection (a block's output projection read by a miswired norm) is no latent.
+/// `q_a_proj(x)`, `kv_b_proj` after `kv_a_layernorm` of `kv_a_proj_with_mqa(x)`), each a matvec
+/// of one whole tensor, as DeepSeek's are. A norm of any other projection (a block's output
+/// projection read by a miswired norm) is no latent.
 fn is_latent_projection(g: &Graph, m: &Matcher, r: usize, input: TensorId) -> bool {
     let op = &g.ops[r];
     if op.kind != OpKind::MatVec {
@@ -143,11 +144,8 @@ fn is_latent_projection(g: &Graph, m: &Matcher, r: usize, input: TensorId) -> bo
     if !matches!(g.ops[norm].kind, OpKind::RmsNorm { .. }) {
         return false;
     }
-    through(g.ops[norm].inputs[0]).is_some_and(|p| match g.ops[p].kind {
-        OpKind::MatVec => g.ops[p].inputs.get(1) == Some(&input),
-        OpKind::Fused(_) => g.ops[p].inputs.first() == Some(&input),
-        _ => false,
-    })
+    through(g.ops[norm].inputs[0])
+        .is_some_and(|p| g.ops[p].kind == OpKind::MatVec && g.ops[p].inputs.get(1) == Some(&input))
 }
 
 /// A router with top-k in the FFN's region `ops`.
