@@ -4,7 +4,7 @@
 //! The graphs are the `tiny` preset's step (layers 0 and 3 attention, 1 and 2 Gated-DeltaNet) with one
 //! thing changed, before or after the engine's shim fuses it, lowered at f32.
 
-use stepcheck::engine::lower::{LowerError, Site, lower_graph};
+use stepcheck::engine::lower::{LowerError, Site, lower_graph, refusals_in_order};
 use stepcheck::engine::program::BlockKind::{self, *};
 use stepcheck::engine::{Numerics, Program, shim::EngineShim};
 use stepcheck::ir::interp::Runner;
@@ -323,6 +323,34 @@ fn each_case_is_refused_with_its_variant_at_its_exact_op() {
         let (block, layer, op) = c.at;
         let want = Site { block, layer, op: op.map(|t| writer(&g, t)) };
         assert_eq!(err.site(), Some(want), "{}: {err}", c.what);
+    }
+}
+
+/// The verdict's list (`refusals_in_order`) names only what the engine has no unit for, whatever
+/// order a residual add's operands come in, and reads a layer with either recurrent state as
+/// Gated-DeltaNet (whose dt bias is no attention bias).
+#[test]
+fn the_scan_lists_refused_constructs_only() {
+    let cases: [(&str, Graph, &[&str]); 3] = [
+        (
+            "layer 1's residual add with its operands swapped",
+            engine(rewire(rewire(tiny(), "l1.h.mix", 0, "l1.mix"), "l1.h.mix", 1, "l0.h")),
+            &[],
+        ),
+        (
+            "layer 1 with its conv state and no recurrent state",
+            engine(relabel_state(tiny(), StateKind::Recurrent, 1, 9)),
+            &[],
+        ),
+        (
+            "layer 2's FFN gated by a sigmoid",
+            engine(set_kind(tiny(), "l2.ffn.act", OpKind::Act(Act::Sigmoid))),
+            &["NotSwiGlu"],
+        ),
+    ];
+    for (what, g, want) in cases {
+        let names: Vec<&str> = refusals_in_order(&g, Numerics::F32).iter().map(|e| e.name()).collect();
+        assert_eq!(names, want, "{what}");
     }
 }
 
