@@ -333,9 +333,13 @@ fn each_case_is_refused_with_its_variant_at_its_exact_op() {
 fn the_scan_lists_refused_constructs_only() {
     let cases: [(&str, Graph, &[&str]); 3] = [
         (
-            "layer 1's residual add with its operands swapped",
-            engine(rewire(rewire(tiny(), "l1.h.mix", 0, "l1.mix"), "l1.h.mix", 1, "l0.h")),
-            &[],
+            "layer 1's residual add with its operands swapped, layer 2's FFN gated by a sigmoid",
+            engine(set_kind(
+                rewire(rewire(tiny(), "l1.h.mix", 0, "l1.mix"), "l1.h.mix", 1, "l0.h"),
+                "l2.ffn.act",
+                OpKind::Act(Act::Sigmoid),
+            )),
+            &["NotSwiGlu"],
         ),
         (
             "layer 1 with its conv state and no recurrent state",

@@ -88,7 +88,8 @@ fn residual_add(m: &Matcher, h: TensorId) -> Option<(usize, TensorId, TensorId)>
         let op = &m.graph.ops[r];
         match (&op.kind, op.inputs.as_slice(), op.outputs.first()) {
             (OpKind::Add, [a, b], Some(&out)) if *a == h => Some((r, out, *b)),
-            (OpKind::Add, [a, b], Some(&out)) if *b == h => Some((r, out, *a)),
+            // A reader of `h` that does not read it first reads it second.
+            (OpKind::Add, [y, _], Some(&out)) => Some((r, out, *y)),
             _ => None,
         }
     })
