@@ -10,7 +10,7 @@ use stepcheck::engine::{Numerics, Program, shim::EngineShim};
 use stepcheck::ir::interp::Runner;
 use stepcheck::ir::{Act, Fused, Graph, Op, OpKind, RopeStyle, StateKind, TensorDecl, TensorId, Ty, parse_graph};
 use stepcheck::model::bind::Binding;
-use stepcheck::model::spec::{Ffn, ModelSpec};
+use stepcheck::model::spec::{Ffn, ModelSpec, PostNorm};
 use stepcheck::model::{Checkpoint, Tensor, author::decode_step, presets, random::random_checkpoint};
 
 // ---- The boundary: author, fuse, lower. ----
@@ -64,6 +64,13 @@ fn rewire(mut g: Graph, op_writing: &str, operand: usize, to: &str) -> Graph {
 
 fn relabel_state(mut g: Graph, kind: StateKind, layer: usize, to: usize) -> Graph {
     g.states.iter_mut().find(|s| s.kind == kind && s.layer == Some(layer)).expect("state").layer = Some(to);
+    g
+}
+
+/// `g` with the two inputs of the op writing `%out` swapped.
+fn swap_inputs(mut g: Graph, out: &str) -> Graph {
+    let op = writer(&g, out);
+    g.ops[op].inputs.swap(0, 1);
     g
 }
 
@@ -342,8 +349,8 @@ fn the_scan_lists_refused_constructs_only() {
             &["NotSwiGlu"],
         ),
         (
-            "layer 1 with its conv state and no recurrent state",
-            engine(relabel_state(tiny(), StateKind::Recurrent, 1, 9)),
+            "layer 1, unfused (its dt bias an add), with its conv state and no recurrent state",
+            relabel_state(tiny(), StateKind::Recurrent, 1, 9),
             &[],
         ),
         (
@@ -356,6 +363,12 @@ fn the_scan_lists_refused_constructs_only() {
         let names: Vec<&str> = refusals_in_order(&g, Numerics::F32).iter().map(|e| e.name()).collect();
         assert_eq!(names, want, "{what}");
     }
+    // A sandwich norm is found before the add whichever operand the norm's output is.
+    let sandwich = engine(with(|s| s.constructs.post_norm = PostNorm::Sandwich));
+    let listed = |g: &Graph| refusals_in_order(g, Numerics::F32).iter().map(|e| e.to_string()).collect::<Vec<_>>();
+    let found = listed(&sandwich);
+    assert!(found.len() >= 4 && found.iter().all(|e| e.contains("norm")), "{found:?}");
+    assert_eq!(listed(&swap_inputs(sandwich, "l1.h.mix")), found, "layer 1's mixer add with its operands swapped");
 }
 
 #[test]
