@@ -272,6 +272,13 @@ fn cases() -> Vec<Case> {
             "WrongAttribute",
             (Attention, l(0), Some("l0.q.raw")),
         ),
+        // A merged op that writes fewer parts than its unit splits is refused at that op.
+        case(
+            "layer 1's value rows read from layer 2's attn_qkv: its query and key rows merge alone",
+            engine(rebind(tiny(), "blk.1.attn_qkv.v", Binding::rows("blk.2.attn_qkv.weight", 32, 80))),
+            "WrongArity",
+            (DeltaNet, l(1), Some("l1.q.raw")),
+        ),
         // A block's op whose output is read outside the block is named with the reader.
         case(
             "an op after the step reads layer 1's query projection",
