@@ -77,6 +77,15 @@ fn reference_run(graph: &Graph, checkpoint: &Checkpoint, tokens: &[u32]) -> Resu
     Ok(ReferenceRun { logits, state: runner.state() })
 }
 
+/// How far the reference moves when every checkpoint value `x` becomes `x·(1 ± u)` (signs from a
+/// fixed sequence): the largest change over the logits of every step and the final state, relative
+/// to each tensor's scale (`max(1, max |x|)`), per unit of `u`.
+pub fn sensitivity_per_unit(graph: &Graph, checkpoint: &Checkpoint, tokens: &[u32], u: f64) -> Result<f64, CheckError> {
+    let a = reference_run(graph, checkpoint, tokens)?;
+    let b = reference_run(graph, &perturbed(checkpoint, u), tokens)?;
+    Ok(sensitivity(&a, &b) / u)
+}
+
 /// `checkpoint` with every value `x` made `x·(1 ± u)`, the sign drawn from a fixed sequence.
 fn perturbed(checkpoint: &Checkpoint, u: f64) -> Checkpoint {
     let mut out = checkpoint.clone();

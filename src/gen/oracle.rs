@@ -20,7 +20,6 @@ use crate::check::{Verdict, Witness, compare};
 use crate::engine::lower::{LowerError, lower_graph_with};
 use crate::engine::{Numerics, Program};
 use crate::ir::Graph;
-use crate::ir::interp::Runner;
 use crate::model::Checkpoint;
 use crate::model::author::decode_step;
 use crate::model::random::random_checkpoint;
@@ -207,39 +206,10 @@ fn at_f32_disagreement(
 /// The unit roundoff of f32, 2⁻²⁴.
 const F32_U: f64 = 1.0 / 16_777_216.0;
 
-/// How far the reference moves, relative to each tensor's scale (`max(1, max |x|)`), over its
-/// logits of every step and its final state, when every checkpoint value `x` becomes `x·(1 ± u)`
-/// (signs from a fixed sequence), per unit of `u`, at `u = 2⁻²⁰`.
+/// How far the reference moves, relative to each tensor's scale, when every checkpoint value moves
+/// by `2⁻²⁰` of itself, per unit of that ([`crate::check::sensitivity_per_unit`]).
 fn sensitivity_per_ulp(graph: &Graph, checkpoint: &Checkpoint, tokens: &[u32]) -> Option<f64> {
-    let u = 2f64.powi(-20);
-    let run = |c: &Checkpoint| -> Option<Vec<Vec<f64>>> {
-        let mut r = Runner::new(graph, c).ok()?;
-        let mut out = tokens.iter().map(|&t| r.step(t).ok()).collect::<Option<Vec<_>>>()?;
-        out.extend(r.state().entries.into_iter().map(|e| e.values));
-        Some(out)
-    };
-    let (a, b) = (run(checkpoint)?, run(&perturbed(checkpoint, u))?);
-    let rel = |x: &[f64], y: &[f64]| {
-        let scale = x.iter().fold(1f64, |m, v| m.max(v.abs()));
-        x.iter().zip(y).map(|(p, q)| (p - q).abs() / scale).filter(|d| d.is_finite()).fold(0f64, f64::max)
-    };
-    Some(a.iter().zip(&b).map(|(x, y)| rel(x, y)).fold(0f64, f64::max) / u)
-}
-
-/// `checkpoint` with every value `x` made `x·(1 ± u)`, the sign drawn from a fixed sequence.
-fn perturbed(checkpoint: &Checkpoint, u: f64) -> Checkpoint {
-    let mut out = checkpoint.clone();
-    let mut bits = 0x2545_F491_4F6C_DD1Du64;
-    for t in out.tensors.values_mut() {
-        for x in &mut t.data {
-            bits ^= bits << 13;
-            bits ^= bits >> 7;
-            bits ^= bits << 17;
-            let sign = if bits & 1 == 0 { 1.0 } else { -1.0 };
-            *x = (f64::from(*x) * (1.0 + sign * u)) as f32;
-        }
-    }
-    out
+    crate::check::sensitivity_per_unit(graph, checkpoint, tokens, 2f64.powi(-20)).ok()
 }
 
 impl fmt::Display for Inconclusive {
