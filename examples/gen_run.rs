@@ -7,20 +7,12 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use stepcheck::r#gen::Case;
+use stepcheck::r#gen::draw::seeded_bytes;
 use stepcheck::r#gen::file::CaseFile;
 use stepcheck::r#gen::oracle::{Inconclusive, Judgement, Stats, judge_drawn};
 
 fn bytes(index: u64) -> Vec<u8> {
-    let mut z = index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
-    (0..256)
-        .map(|_| {
-            z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut x = z;
-            x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            (x ^ (x >> 31)) as u8
-        })
-        .collect()
+    seeded_bytes(index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03, 256)
 }
 
 fn main() {

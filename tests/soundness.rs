@@ -16,7 +16,7 @@ use stepcheck::engine::Numerics;
 use stepcheck::engine::lower::lower_graph_with;
 use stepcheck::engine::shim::EngineShim;
 use stepcheck::fuse::Symbol;
-use stepcheck::r#gen::draw::Draw;
+use stepcheck::r#gen::draw::{Draw, seeded_bytes};
 use stepcheck::r#gen::file::CaseFile;
 use stepcheck::r#gen::oracle::{Stats, judge, judge_drawn, trace};
 use stepcheck::r#gen::spec::construct_names;
@@ -60,16 +60,7 @@ fn listing(case: &Case) -> String {
 
 /// The bytes of case `i` of a deterministic sweep: 160 pseudo-random bytes.
 fn sweep_bytes(i: u64) -> Vec<u8> {
-    let mut z = i.wrapping_mul(0xA076_1D64_78BD_642F) ^ 0xE703_7ED1_A0B4_28DB;
-    (0..160)
-        .map(|_| {
-            z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut x = z;
-            x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            (x ^ (x >> 31)) as u8
-        })
-        .collect()
+    seeded_bytes(i.wrapping_mul(0xA076_1D64_78BD_642F) ^ 0xE703_7ED1_A0B4_28DB, 160)
 }
 
 // ---- The oracle. ----

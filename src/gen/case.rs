@@ -1,7 +1,7 @@
 //! `Case`: one input of the oracle — a step (a spec to author, or a graph), the engine's shim, its
 //! numerics, at most one mutation, and the checkpoint seed and step count of the check.
 
-use super::draw::Draw;
+use super::draw::{Draw, splitmix};
 use super::mutation::{Basis, Mutation};
 use super::outcome::Expected;
 use super::spec::{constructs, spec, spec_outcome};
@@ -162,13 +162,6 @@ fn numerics(d: &mut Draw) -> Numerics {
         },
         _ => Numerics { activations: Storage::F32, kv_cache: Storage::Bf16, recurrent_state: Storage::F32 },
     }
-}
-
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[cfg(feature = "arbitrary")]

@@ -58,6 +58,23 @@ impl<'a> Draw<'a> {
     }
 }
 
+/// `len` pseudo-random bytes of the SplitMix64 stream that starts at `seed`: the inputs that
+/// deterministic sweeps and benchmarks draw their cases from.
+pub fn seeded_bytes(seed: u64, len: usize) -> Vec<u8> {
+    (0..len as u64).map(|k| splitmix(seed.wrapping_add(k.wrapping_mul(GOLDEN))) as u8).collect()
+}
+
+/// The increment of SplitMix64: 2⁶⁴ over the golden ratio.
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// One output of SplitMix64 at state `z` (advanced by one increment first).
+pub(crate) fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(GOLDEN);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::Draw;
