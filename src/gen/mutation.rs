@@ -13,7 +13,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::draw::Draw;
+use super::draw::{Draw, splitmix};
 use super::outcome::{Expected, Outcome, Place, Span};
 use super::roles::{self, split};
 use crate::engine::program::BlockKind;
@@ -552,13 +552,6 @@ fn reordered(g: &Graph, seed: u64) -> Option<Vec<Op>> {
         out.push(g.ops[op].clone());
     }
     Some(out)
-}
-
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 // ---- Drawing a mutation. ----
