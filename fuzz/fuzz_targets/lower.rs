@@ -1,10 +1,12 @@
 //! `cargo fuzz run lower`: the target the project names. It drives the library's generators and
 //! oracle: bytes → `Case::draw` → `judge_drawn`, and a failed judgement is a crash whose message is
-//! the judgement. Every 10,000 inputs it prints the running statistics to stderr.
+//! the judgement. Every 10,000 inputs it prints the running statistics to stderr, with the inputs
+//! judged per second since the target started.
 #![no_main]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex};
+use std::time::Instant;
 
 use libfuzzer_sys::fuzz_target;
 use stepcheck::r#gen::Case;
@@ -15,8 +17,10 @@ const EVERY: u64 = 10_000;
 
 static INPUTS: AtomicU64 = AtomicU64::new(0);
 static STATS: LazyLock<Mutex<Stats>> = LazyLock::new(|| Mutex::new(Stats::default()));
+static START: LazyLock<Instant> = LazyLock::new(Instant::now);
 
 fuzz_target!(|data: &[u8]| {
+    let start = *START;
     let n = INPUTS.fetch_add(1, Ordering::Relaxed) + 1;
     let judgement = Case::draw(data).map(judge_drawn);
     {
@@ -25,7 +29,8 @@ fuzz_target!(|data: &[u8]| {
             stats.record(j);
         }
         if n % EVERY == 0 {
-            eprintln!("after {n} inputs: {stats}");
+            let rate = n as f64 / start.elapsed().as_secs_f64();
+            eprintln!("after {n} inputs ({rate:.0} exec/s): {stats}");
         }
     }
     if let Some(j) = judgement {

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds every cargo-fuzz target of stepcheck into $OUT, the layout ClusterFuzzLite and OSS-Fuzz
+# expect: for each target T the binary $OUT/T, its seeds as $OUT/T_seed_corpus.zip and its libFuzzer
+# options as $OUT/T.options.
+#
+# It runs in the builder image (Dockerfile beside it) with the checkout at $SRC/stepcheck, and
+# equally outside it: `.ci/run` calls it with SRC and OUT set to temporary folders (SRC holding a
+# link to the checkout) and RUSTUP_TOOLCHAIN=nightly, then runs each built target over its seeds.
+set -euo pipefail
+: "${SRC:?SRC must name the folder that holds the checkout as stepcheck}"
+: "${OUT:?OUT must name the folder the targets are written to}"
+cd "$SRC/stepcheck"
+
+# The memory limit every target runs under: low enough that an allocation sized from a lying header
+# fails the run, high enough for `lower`'s largest generated case (docs/PERFORMANCE.md).
+RSS_LIMIT_MB="${RSS_LIMIT_MB:-2048}"
+
+cargo fuzz build -O
+triple="$(rustc -vV | sed -n 's/^host: //p')"
+built="fuzz/target/$triple/release"
+
+# zip_seeds ZIP DIR: the files of DIR, flat, as ZIP (with `zip` where it is installed, else Python).
+zip_seeds() {
+  local zip=$1 dir=$2
+  rm -f "$zip"
+  if command -v zip >/dev/null 2>&1; then
+    zip -q -j "$zip" "$dir"/*
+  else
+    python3 - "$zip" "$dir" <<'PY'
+import os, sys, zipfile
+zip_path, folder = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(zip_path, "w", zipfile.ZIP_DEFLATED) as z:
+    for name in sorted(os.listdir(folder)):
+        z.write(os.path.join(folder, name), arcname=name)
+PY
+  fi
+}
+
+targets=()
+while IFS= read -r target; do targets+=("$target"); done < <(cargo fuzz list)
+for target in "${targets[@]}"; do
+  cp "$built/$target" "$OUT/"
+  if [ -d "fuzz/seeds/$target" ]; then
+    zip_seeds "$OUT/${target}_seed_corpus.zip" "fuzz/seeds/$target"
+  fi
+  cat >"$OUT/$target.options" <<OPTIONS
+[libfuzzer]
+rss_limit_mb = $RSS_LIMIT_MB
+timeout = 30
+OPTIONS
+done
+echo "built ${#targets[@]} targets into $OUT: ${targets[*]}"
