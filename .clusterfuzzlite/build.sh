@@ -15,7 +15,10 @@ cd "$SRC/stepcheck"
 # fails the run, high enough for `lower`'s largest generated case (docs/PERFORMANCE.md).
 RSS_LIMIT_MB="${RSS_LIMIT_MB:-2048}"
 
-cargo fuzz build -O
+# Optimised, with debug assertions and overflow checks on: an overflow in a size computed from a
+# header is a bug the targets exist to find. These are the flags `cargo fuzz run` builds with by
+# default, so `.ci/run`'s fuzzing reuses this build.
+cargo fuzz build -O --debug-assertions
 triple="$(rustc -vV | sed -n 's/^host: //p')"
 built="fuzz/target/$triple/release"
 
