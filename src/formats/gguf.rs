@@ -409,7 +409,8 @@ impl Array {
 /// A ggml tensor type, by its id. The reader knows the block sizes of ggml's types, so that it can
 /// bound every tensor's data, and decodes to f32 the float types F32, F16 and BF16, the legacy
 /// quants Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, the k-quants Q2_K to Q6_K, and IQ4_NL and IQ4_XS, each
-/// bit for bit as ggml does (see [`quants`]).
+/// bit for bit as ggml does (see [`quants`]). Decoded values take at most 1024 / 84 ≈ 12.2 times the
+/// bytes they were stored in (Q2_K: 84 bytes per 256 values), the widest expansion of these types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GgmlType(pub u32);
 
