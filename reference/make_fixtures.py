@@ -233,9 +233,12 @@ def gguf_transform(name: str, t: torch.Tensor, tc: dict) -> torch.Tensor:
     return t
 
 
-def write_qwen35_gguf(path: Path, model, tc: dict, type_of, name: str, file_type: int) -> dict:
+def write_qwen35_gguf(path: Path, model, tc: dict, type_of, name: str, file_type: int, encode=None) -> dict:
     """tc: text-config dict (as the converter sees it after merging text_config to the root).
-    type_of(hf_name) -> 'F32' | 'F16' | 'BF16'. Returns the notes dict."""
+    type_of(hf_name) -> 'F32' | 'F16' | 'BF16' (or any ggml type name `encode` takes).
+    encode(gguf_name, array, type_name) -> (data, GGMLQuantizationType) | None, if given, stores the tensors it
+    takes (make_quant_models.py: quantized and rounded copies); the rest go through the branches below.
+    Returns the notes dict."""
     arch = "qwen35"
     w = gguf.GGUFWriter(str(path), arch=arch)
     rp = tc["rope_parameters"]
@@ -291,7 +294,10 @@ def write_qwen35_gguf(path: Path, model, tc: dict, type_of, name: str, file_type
         gname = hf_name_to_gguf(n)
         t = gguf_transform(n, sd[n], tc).numpy()
         typ = type_of(n) if t.ndim >= 2 and not gname.endswith("ssm_conv1d.weight") else "F32"
-        if typ == "F32":
+        encoded = encode(gname, t, typ) if encode is not None else None
+        if encoded is not None:
+            w.add_tensor(gname, encoded[0], raw_dtype=encoded[1])
+        elif typ == "F32":
             w.add_tensor(gname, t.astype(np.float32))
         elif typ == "F16":
             t16 = t.astype(np.float16)

@@ -337,16 +337,16 @@ fn a_file_on_disk_reads_like_the_same_bytes_in_memory() {
 #[test]
 fn tensors_of_types_it_does_not_decode_are_listed_and_refused_only_when_read() {
     let bytes = GgufWriter::default()
-        .tensor("k4", &[256], 12, vec![0; 144])
+        .tensor("k4", &[256], 16, vec![0; 66])
         .tensor("odd", &[8], 1234, vec![0; 8])
         .f32_tensor("fine", &[1], &[3.0])
         .to_bytes();
     let gguf = Gguf::parse(&bytes).expect("listing works");
     let t = |name| gguf.info().tensor(name).expect("listed");
-    assert_eq!((t("k4").ggml_type.name(), t("k4").n_bytes), (Some("Q4_K"), Some(144)));
+    assert_eq!((t("k4").ggml_type.name(), t("k4").n_bytes), (Some("IQ2_XXS"), Some(66)));
     assert_eq!((t("odd").ggml_type, t("odd").n_bytes), (GgmlType(1234), None));
     assert!(
-        matches!(gguf.read_f32(t("k4")), Err(GgufError::UnsupportedTensorType { tensor, type_name: "Q4_K", type_id: 12 }) if tensor == "k4")
+        matches!(gguf.read_f32(t("k4")), Err(GgufError::UnsupportedTensorType { tensor, type_name: "IQ2_XXS", type_id: 16 }) if tensor == "k4")
     );
     assert!(
         matches!(gguf.read_f32(t("odd")), Err(GgufError::UnknownTensorType { tensor, type_id: 1234 }) if tensor == "odd")
@@ -566,10 +566,10 @@ fn errors_say_where_and_what_in_words() {
         e.to_string(),
         "the key of metadata entry 0 at byte 24 is 20, more than the 5 that the bytes left and the limits allow"
     );
-    let bytes = GgufWriter::default().tensor("blk.0.x", &[256], 12, vec![0; 144]).to_bytes();
+    let bytes = GgufWriter::default().tensor("blk.0.x", &[256], 16, vec![0; 66]).to_bytes();
     let gguf = Gguf::parse(&bytes).expect("valid");
-    let e = gguf.read_f32(&gguf.info().tensors()[0]).expect_err("Q4_K");
-    assert_eq!(e.to_string(), "tensor `blk.0.x` is of ggml type Q4_K (12), which this reader does not decode");
+    let e = gguf.read_f32(&gguf.info().tensors()[0]).expect_err("IQ2_XXS");
+    assert_eq!(e.to_string(), "tensor `blk.0.x` is of ggml type IQ2_XXS (16), which this reader does not decode");
 }
 
 proptest! {

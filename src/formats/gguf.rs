@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use half::{bf16, f16};
 use memmap2::Mmap;
 
+use super::quants::{self, QuantError, iq4, kquants, legacy};
+
 /// The first four bytes of every GGUF file.
 pub const MAGIC: [u8; 4] = *b"GGUF";
 /// The alignment of tensor data when `general.alignment` does not say otherwise.
@@ -87,6 +89,12 @@ pub enum GgufError {
     UnknownTensorType { tensor: String, type_id: u32 },
     #[error("tensor `{tensor}` is of ggml type {type_name} ({type_id}), which this reader does not decode")]
     UnsupportedTensorType { tensor: String, type_name: &'static str, type_id: u32 },
+    #[error("tensor `{tensor}`: {source}")]
+    Decode {
+        tensor: String,
+        #[source]
+        source: QuantError,
+    },
     #[error(
         "tensor `{tensor}`: its {n_bytes} bytes at data offset {offset} (the data starts at byte {data_start}) \
          run past the end of the file of {file_len} bytes"
@@ -399,12 +407,16 @@ impl Array {
 }
 
 /// A ggml tensor type, by its id. The reader knows the block sizes of ggml's types, so that it can
-/// bound every tensor's data, and decodes F32, F16, BF16 and Q8_0 to f32.
+/// bound every tensor's data, and decodes to f32 the float types F32, F16 and BF16, the legacy
+/// quants Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, the k-quants Q2_K to Q6_K, and IQ4_NL and IQ4_XS, each
+/// bit for bit as ggml does (see [`quants`]). Decoded values take at most 1024 / 84 ≈ 12.2 times the
+/// bytes they were stored in (Q2_K: 84 bytes per 256 values), the widest expansion of these types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GgmlType(pub u32);
 
-/// Decodes whole blocks of one ggml type to f32.
-type Decoder = fn(&[u8]) -> Vec<f32>;
+/// Decodes a run of whole blocks of one ggml type to f32; bytes that end inside a block are an
+/// error.
+pub type Decoder = fn(&[u8]) -> Result<Vec<f32>, QuantError>;
 
 /// ggml's tensor types: id, name, values per block, bytes per block.
 const GGML_TYPES: [(u32, &str, u64, u64); 32] = [
@@ -445,7 +457,18 @@ const GGML_TYPES: [(u32, &str, u64, u64); 32] = [
 impl GgmlType {
     pub const F32: GgmlType = GgmlType(0);
     pub const F16: GgmlType = GgmlType(1);
+    pub const Q4_0: GgmlType = GgmlType(2);
+    pub const Q4_1: GgmlType = GgmlType(3);
+    pub const Q5_0: GgmlType = GgmlType(6);
+    pub const Q5_1: GgmlType = GgmlType(7);
     pub const Q8_0: GgmlType = GgmlType(8);
+    pub const Q2_K: GgmlType = GgmlType(10);
+    pub const Q3_K: GgmlType = GgmlType(11);
+    pub const Q4_K: GgmlType = GgmlType(12);
+    pub const Q5_K: GgmlType = GgmlType(13);
+    pub const Q6_K: GgmlType = GgmlType(14);
+    pub const IQ4_NL: GgmlType = GgmlType(20);
+    pub const IQ4_XS: GgmlType = GgmlType(23);
     pub const BF16: GgmlType = GgmlType(30);
 
     fn entry(self) -> Option<&'static (u32, &'static str, u64, u64)> {
@@ -468,14 +491,25 @@ impl GgmlType {
     }
 
     /// The function that decodes whole blocks of this type to f32, if the reader has one.
-    fn decoder(self) -> Option<Decoder> {
-        match self {
-            GgmlType::F32 => Some(decode_f32),
-            GgmlType::F16 => Some(decode_f16),
-            GgmlType::BF16 => Some(decode_bf16),
-            GgmlType::Q8_0 => Some(dequantize_q8_0),
-            _ => None,
-        }
+    pub fn decoder(self) -> Option<Decoder> {
+        Some(match self {
+            GgmlType::F32 => decode_f32,
+            GgmlType::F16 => decode_f16,
+            GgmlType::BF16 => decode_bf16,
+            GgmlType::Q4_0 => legacy::dequantize_q4_0,
+            GgmlType::Q4_1 => legacy::dequantize_q4_1,
+            GgmlType::Q5_0 => legacy::dequantize_q5_0,
+            GgmlType::Q5_1 => legacy::dequantize_q5_1,
+            GgmlType::Q8_0 => legacy::dequantize_q8_0,
+            GgmlType::Q2_K => kquants::dequantize_q2_k,
+            GgmlType::Q3_K => kquants::dequantize_q3_k,
+            GgmlType::Q4_K => kquants::dequantize_q4_k,
+            GgmlType::Q5_K => kquants::dequantize_q5_k,
+            GgmlType::Q6_K => kquants::dequantize_q6_k,
+            GgmlType::IQ4_NL => iq4::dequantize_iq4_nl,
+            GgmlType::IQ4_XS => iq4::dequantize_iq4_xs,
+            _ => return None,
+        })
     }
 }
 
@@ -599,32 +633,23 @@ impl GgufInfo {
         let end = start + u128::from(n_bytes);
         let range = usize::try_from(start).ok().zip(usize::try_from(end).ok());
         let data = range.and_then(|(s, e)| bytes.get(s..e)).ok_or_else(out_of_bounds)?;
-        Ok(decode(data))
+        decode(data).map_err(|source| GgufError::Decode { tensor: t.name.clone(), source })
     }
 }
 
-fn decode_f32(data: &[u8]) -> Vec<f32> {
-    le(data, f32::from_le_bytes)
+/// F32: each value its 4 little-endian bytes.
+fn decode_f32(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+    quants::decode_blocks::<4, 1>("F32", data, |b, y| y[0] = f32::from_le_bytes(*b))
 }
 
-fn decode_f16(data: &[u8]) -> Vec<f32> {
-    data.as_chunks::<2>().0.iter().map(|&b| f16::from_le_bytes(b).to_f32()).collect()
+/// F16: each value its 2 little-endian bytes, widened exactly.
+fn decode_f16(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+    quants::decode_blocks::<2, 1>("F16", data, |b, y| y[0] = f16::from_le_bytes(*b).to_f32())
 }
 
-fn decode_bf16(data: &[u8]) -> Vec<f32> {
-    data.as_chunks::<2>().0.iter().map(|&b| bf16::from_le_bytes(b).to_f32()).collect()
-}
-
-/// Q8_0: blocks of 34 bytes, an f16 scale `d` then 32 i8 quants `q`; value `j` is `d · q[j]`.
-fn dequantize_q8_0(data: &[u8]) -> Vec<f32> {
-    let mut out = Vec::with_capacity(data.len() / 34 * 32);
-    for block in data.as_chunks::<34>().0 {
-        if let Some((d, qs)) = block.split_first_chunk::<2>() {
-            let d = f16::from_le_bytes(*d).to_f32();
-            out.extend(qs.iter().map(|&q| d * f32::from(q as i8)));
-        }
-    }
-    out
+/// BF16: each value its 2 little-endian bytes, the top half of an f32.
+fn decode_bf16(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+    quants::decode_blocks::<2, 1>("BF16", data, |b, y| y[0] = bf16::from_le_bytes(*b).to_f32())
 }
 
 /// The shape (outermost first) and the data bytes (when the type is known) of a tensor with dims `ne`
@@ -669,8 +694,8 @@ impl<'a> Gguf<'a> {
         self.bytes
     }
 
-    /// The values of tensor `t`, row-major in its shape, widened to f32. Types other than F32, F16,
-    /// BF16 and Q8_0 are an error naming the type and the tensor.
+    /// The values of tensor `t`, row-major in its shape, widened to f32. A type this reader does not
+    /// decode (see [`GgmlType`]) is an error naming the type and the tensor.
     pub fn read_f32(&self, t: &TensorInfo) -> Result<Vec<f32>> {
         self.info.read_f32(self.bytes, t)
     }
