@@ -14,7 +14,9 @@ Every golden is transformers run on the weights the GGUF file holds: the file is
 model's 2-D weights are pre-rounded to bf16, so the F32 and BF16 files hold exactly the HF weights, and their
 goldens are checked to equal the HF model's own logits; the Q8_0 goldens differ (they are the dequantized model).
 
-Output: reference/fixtures/converter-{f32,bf16,q8_0}[-mtp]/{model.gguf, golden.json, notes.json}.
+Output: reference/fixtures/converter-{f32,bf16,q8_0}[-mtp]/{model.gguf, golden.json, notes.json}, and
+reference/fixtures/converter-moe/{model.gguf, notes.json}: the refused Qwen3.5-MoE fixture (refused/qwen3_5_moe_text)
+converted at F32 (architecture `qwen35moe`), whose goldens are refused/qwen3_5_moe_text/golden.json.
 
 Usage:  /work/venv/bin/python reference/make_converter_fixtures.py --llama-cpp DIR
         (DIR: the sdist's vendor/llama.cpp, e.g. /tmp/llama_cpp_python-0.3.36/vendor/llama.cpp)
@@ -183,9 +185,9 @@ def gguf_to_hf_name(name: str) -> str | None:
     return f"model.layers.{bid}.{hf}"
 
 
-def hf_weights_of_gguf(path: Path) -> tuple[dict[str, torch.Tensor], dict]:
-    """The HF state dict the GGUF's decoder tensors hold (dequantized, the converter's transforms undone),
-    and what the file says (metadata and every tensor's type, shape and name)."""
+def hf_weights_of_gguf(path: Path, decoder: bool = True) -> tuple[dict[str, torch.Tensor], dict]:
+    """The HF state dict the GGUF's decoder tensors hold (dequantized, the converter's transforms undone; only
+    with `decoder`), and what the file says (metadata and every tensor's type, shape and name)."""
     r = gguf.GGUFReader(str(path))
     Hk, Hv = CONFIG["linear_num_key_heads"], CONFIG["linear_num_value_heads"]
     dk, dv = CONFIG["linear_key_head_dim"], CONFIG["linear_value_head_dim"]
@@ -196,7 +198,7 @@ def hf_weights_of_gguf(path: Path) -> tuple[dict[str, torch.Tensor], dict]:
         values = gguf.quants.dequantize(t.data, t.tensor_type)
         x = torch.from_numpy(values.astype("float32").reshape([int(n) for n in reversed(t.shape)]).copy())
         tensors.append({"name": t.name, "type": t.tensor_type.name, "ne": [int(n) for n in t.shape]})
-        hf = gguf_to_hf_name(t.name)
+        hf = gguf_to_hf_name(t.name) if decoder else None
         if hf is None:
             continue
         if hf.endswith("norm.weight") and not hf.endswith("linear_attn.norm.weight"):
@@ -272,6 +274,22 @@ def main() -> int:
                 notes["converter"] = "llama-cpp-python 0.3.36 sdist, vendor/llama.cpp/convert_hf_to_gguf.py"
                 write_golden(out, name, tokens, logits)
                 write_json(out / "notes.json", notes)
+    # The Qwen3.5-MoE fixture (a refused family) as the converter writes it: architecture qwen35moe.
+    with tempfile.TemporaryDirectory() as tmp:
+        src = FIXTURES / "refused" / "qwen3_5_moe_text"
+        d = Path(tmp) / "moe"
+        shutil.copytree(src, d)
+        write_tokenizer(d)
+        out = FIXTURES / "converter-moe"
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        convert(a.llama_cpp, d, out / "model.gguf", "f32", mtp=False)
+        _, notes = hf_weights_of_gguf(out / "model.gguf", decoder=False)
+        notes["converter"] = "llama-cpp-python 0.3.36 sdist, vendor/llama.cpp/convert_hf_to_gguf.py"
+        notes["source"] = "reference/fixtures/refused/qwen3_5_moe_text (its golden.json is this file's)"
+        write_json(out / "notes.json", notes)
+        print(f"converter-moe: {(out / 'model.gguf').stat().st_size} bytes")
     for f in FIXTURES.glob("converter-*/*"):
         f.chmod(0o644)
     print("ALL CHECKS PASSED" if ok else "SOME CHECKS FAILED")

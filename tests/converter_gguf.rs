@@ -128,7 +128,7 @@ fn the_mtp_block_is_present_skipped_and_not_a_decoder_layer() {
                 t["ne"].as_array().expect("ne").iter().map(|n| n.as_u64().expect("dim") as usize).product::<usize>()
             })
             .sum();
-        let mtp = has_mtp.then_some(MtpBlocks { first: 4, count: 1, tensors: blk4.len(), values });
+        let mtp = has_mtp.then_some(MtpBlocks { arch: "qwen35", first: 4, count: 1, tensors: blk4.len(), values });
         assert_eq!(model.mtp, mtp, "{name}");
         assert_eq!(has_mtp, !blk4.is_empty(), "{name}: the converter wrote blk.4 iff the checkpoint has an MTP block");
         let (_, ckpt) = stepcheck::model::gguf::load_gguf(gguf_path(name)).expect("loads");
@@ -368,7 +368,7 @@ fn lies() -> Vec<Lie> {
             mtp,
             vec![Set("qwen35.nextn_predict_layers", u(6))],
             (
-                |e| matches!(e, LoadError::NextnExceedsBlocks { nextn: 6, blocks: 5 }),
+                |e| matches!(e, LoadError::NextnExceedsBlocks { nextn: 6, blocks: 5, .. }),
                 vec!["nextn_predict_layers", "6", "5 blocks"],
             ),
         ),
@@ -562,10 +562,25 @@ fn lies() -> Vec<Lie> {
             (bad_value, vec!["qwen35.attention.causal"]),
         ),
         (
-            "the MoE architecture",
+            "another architecture",
+            plain,
+            vec![Set("general.architecture", Value::String("qwen3next".into()))],
+            (|e| matches!(e, LoadError::UnsupportedArchitecture { found } if found == "qwen3next"), vec!["qwen3next"]),
+        ),
+        (
+            "a dense file labelled qwen35moe",
             plain,
             vec![Set("general.architecture", Value::String("qwen35moe".into()))],
-            (|e| matches!(e, LoadError::UnsupportedArchitecture { found } if found == "qwen35moe"), vec!["qwen35moe"]),
+            (
+                |e| matches!(e, LoadError::MissingKey { key } if key == "qwen35moe.block_count"),
+                vec!["qwen35moe.block_count"],
+            ),
+        ),
+        (
+            "an MoE file whose expert width lies",
+            "converter-moe",
+            vec![Set("qwen35moe.expert_feed_forward_length", u(17))],
+            (disagrees, vec!["qwen35moe.expert_feed_forward_length", "= 17", "_exps.weight"]),
         ),
     ]
 }
@@ -632,4 +647,47 @@ fn every_command_refuses_a_lying_file_with_the_same_error_line() {
             .unwrap_or_else(|| panic!("`{command}` does not name the key: {}{}", text(&o.stdout), text(&o.stderr)));
         assert!(line.contains("blk.0.ffn_down.weight") && line.contains("= 95"), "`{command}`: {line}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Qwen3.5-MoE as the converter writes it (architecture `qwen35moe`): a refused family, judged.
+
+#[test]
+fn a_converter_made_moe_file_is_judged_refused_for_its_experts_and_its_step_matches_transformers() {
+    let path = gguf_path("converter-moe");
+    let model = read_gguf(Gguf::parse(&std::fs::read(&path).expect("read")).expect("parses").info()).expect("reads");
+    let experts = model.spec.constructs.experts.as_ref().expect("experts");
+    assert_eq!((experts.count, experts.top_k, experts.intermediate, experts.shared_intermediate), (4, 2, 16, Some(24)));
+    // verdict: refused (exit 1) by the construct, as for the family's config.json.
+    let o = stepcheck(&["verdict", path.to_str().expect("utf-8"), "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", text(&o.stdout), text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).expect("json");
+    let config = stepcheck(&["verdict", "reference/fixtures/refused/qwen3_5_moe_text/config.json", "--json"]);
+    let c: serde_json::Value = serde_json::from_str(text(&config.stdout).trim()).expect("json");
+    assert_eq!(
+        (&v["error"], &v["reasons"]),
+        (&c["error"], &c["reasons"]),
+        "the GGUF and the config.json get one verdict"
+    );
+    // The engine refuses it by name; the reference interpreter runs it, and matches transformers
+    // (the goldens of the safetensors the file was converted from).
+    let o = stepcheck(&["run", path.to_str().expect("utf-8"), "--tokens", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("expert"), "{}", text(&o.stderr));
+    let (spec, ckpt) = stepcheck::model::gguf::load_gguf(&path).expect("loads");
+    let v = json(dir("refused/qwen3_5_moe_text").join("golden.json"));
+    let tokens: Vec<u32> =
+        v["tokens"].as_array().expect("tokens").iter().filter_map(|t| t.as_u64()).map(|t| t as u32).collect();
+    let want: Vec<Vec<f64>> = v["logits"]
+        .as_array()
+        .expect("logits")
+        .iter()
+        .map(|r| r.as_array().expect("row").iter().filter_map(|x| x.as_f64()).collect())
+        .collect();
+    let graph = decode_step(&spec).expect("author");
+    let mut reference = Runner::new(&graph, &ckpt).expect("reference");
+    let rows: Vec<Vec<f64>> = tokens.iter().map(|&t| reference.step(t).expect("step")).collect();
+    let d = worst(&rows, &want);
+    eprintln!("converter-moe reference: max |diff| from transformers {d:.2e}");
+    assert!(d <= TOLERANCE, "max |diff| {d:e}");
 }

@@ -1,5 +1,10 @@
 //! Reading a qwen35 GGUF file: its checkpoint and its spec.
 //!
+//! A `qwen35moe` file (Qwen3.5-MoE) is read the same way into a spec whose FFNs are experts
+//! (`expert_count`, `expert_used_count`, `expert_feed_forward_length`, the shared expert's
+//! `expert_shared_feed_forward_length`): the engine refuses it by name, as it refuses the family's
+//! `config.json`, and the reference interpreter runs it.
+//!
 //! A GGUF file written by llama.cpp's converter already keeps the canonical conventions of a
 //! [`Checkpoint`] (norms hold the final multiplier, `ssm_a`, `ssm_dt.bias`, the conv weight `[C, K]`,
 //! tiled value heads), so its tensors are taken as they are: each tensor of the decoder, its shape
@@ -24,12 +29,15 @@ use std::path::Path;
 use super::checkpoint::{Checkpoint, Tensor};
 use super::layout::layout;
 use super::names::{self, layer as n};
-use super::spec::{AttentionSpec, Constructs, DeltaNetSpec, Mixer, ModelSpec, SpecError};
+use super::spec::{AttentionSpec, Constructs, DeltaNetSpec, Experts, Mixer, ModelSpec, SpecError};
 use crate::formats::gguf::{GgmlType, Gguf, GgufError, GgufFile, GgufInfo, TensorInfo, Value};
 use crate::ir::RopeStyle;
 
-/// The only architecture this loader reads.
+/// The architecture this loader reads and runs.
 pub const ARCHITECTURE: &str = "qwen35";
+/// The Qwen3.5 mixture-of-experts architecture: read into a spec with experts, which the engine
+/// refuses by name (`verdict` says so; the reference interpreter runs it).
+pub const MOE_ARCHITECTURE: &str = "qwen35moe";
 /// The key naming the architecture.
 pub const ARCHITECTURE_KEY: &str = "general.architecture";
 /// The key naming the model, used as the spec's name when present.
@@ -72,6 +80,11 @@ pub const KNOWN_KEYS: [&str; 23] = [
     "attention.causal",
 ];
 
+/// The keys a `qwen35moe` file has besides [`KNOWN_KEYS`] (which for it need no
+/// `feed_forward_length`: its FFNs are experts of `expert_feed_forward_length`).
+pub const MOE_KEYS: [&str; 4] =
+    ["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"];
+
 /// The tensors of an MTP block that have no decoder counterpart (gguf-py's `NEXTN_*`), after
 /// `blk.N.`; llama.cpp requires the first three.
 pub const MTP_ONLY: [&str; 6] = [
@@ -103,7 +116,7 @@ pub const MTP_DECODER_PART: [&str; 11] = [
 pub enum LoadError {
     #[error(transparent)]
     Gguf(#[from] GgufError),
-    #[error("the GGUF's architecture is `{found}`; this loader reads `{ARCHITECTURE}`")]
+    #[error("the GGUF's architecture is `{found}`; this loader reads `{ARCHITECTURE}` and `{MOE_ARCHITECTURE}`")]
     UnsupportedArchitecture { found: String },
     #[error("metadata key `{key}` is missing")]
     MissingKey { key: String },
@@ -114,9 +127,9 @@ pub enum LoadError {
     #[error("metadata key `{key}` is not one this reader knows the meaning of (docs/GGUF.md lists those it does)")]
     UnknownKey { key: String },
     #[error(
-        "metadata key `{ARCHITECTURE}.nextn_predict_layers` is {nextn}, more than the {blocks} blocks of `{ARCHITECTURE}.block_count`: the MTP head cannot have more blocks than the file"
+        "metadata key `{arch}.nextn_predict_layers` is {nextn}, more than the {blocks} blocks of `{arch}.block_count`: the MTP head cannot have more blocks than the file"
     )]
-    NextnExceedsBlocks { nextn: usize, blocks: usize },
+    NextnExceedsBlocks { arch: &'static str, nextn: usize, blocks: usize },
     #[error("layer {layer} has no mixer this loader can name: {why}")]
     LayerKind { layer: usize, why: String },
     #[error("tensor `{tensor}` is missing")]
@@ -125,20 +138,20 @@ pub enum LoadError {
     BadTensorShape { tensor: String, shape: Vec<usize>, why: String },
     #[error("tensor `{tensor}` has shape {found:?}, but the metadata gives it {expected:?} ({keys})")]
     TensorDisagrees { tensor: String, found: Vec<usize>, expected: Vec<usize>, keys: String },
-    #[error("tensor `{tensor}` is in block {block}, but `{ARCHITECTURE}.block_count` is {blocks}")]
-    BlockBeyondCount { tensor: String, block: usize, blocks: usize },
+    #[error("tensor `{tensor}` is in block {block}, but `{arch}.block_count` is {blocks}")]
+    BlockBeyondCount { arch: &'static str, tensor: String, block: usize, blocks: usize },
     #[error(
-        "tensor `{tensor}` belongs to an MTP head, but block {block} is decoder layer {block} of {decoder_layers} (`{ARCHITECTURE}.block_count` − `{ARCHITECTURE}.nextn_predict_layers`)"
+        "tensor `{tensor}` belongs to an MTP head, but block {block} is decoder layer {block} of {decoder_layers} (`{arch}.block_count` − `{arch}.nextn_predict_layers`)"
     )]
-    MtpTensorInDecoderLayer { tensor: String, block: usize, decoder_layers: usize },
+    MtpTensorInDecoderLayer { arch: &'static str, tensor: String, block: usize, decoder_layers: usize },
     #[error(
-        "tensor `{tensor}` is in block {block}, one of the MTP head's (`{ARCHITECTURE}.nextn_predict_layers`), which holds no such tensor"
+        "tensor `{tensor}` is in block {block}, one of the MTP head's (`{arch}.nextn_predict_layers`), which holds no such tensor"
     )]
-    NotAnMtpTensor { tensor: String, block: usize },
+    NotAnMtpTensor { arch: &'static str, tensor: String, block: usize },
     #[error(
-        "block {block} is one of the MTP head's (`{ARCHITECTURE}.nextn_predict_layers`), but it has no `{missing}`, which every MTP block has"
+        "block {block} is one of the MTP head's (`{arch}.nextn_predict_layers`), but it has no `{missing}`, which every MTP block has"
     )]
-    MtpBlockIncomplete { block: usize, missing: String },
+    MtpBlockIncomplete { arch: &'static str, block: usize, missing: String },
     #[error("tensor `{tensor}` is not part of a qwen35 decoder's checkpoint: {why}")]
     UnexpectedTensor { tensor: String, why: String },
     #[error(transparent)]
@@ -160,6 +173,8 @@ pub struct GgufModel {
 /// They are not part of a decode step; no command reads them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MtpBlocks {
+    /// The file's architecture, whose `nextn_predict_layers` key declares the blocks.
+    pub arch: &'static str,
     pub first: usize,
     pub count: usize,
     /// The tensors they hold.
@@ -174,9 +189,9 @@ impl fmt::Display for MtpBlocks {
         let blocks = if self.count == 1 { format!("blk.{last}") } else { format!("blk.{}–blk.{last}", self.first) };
         write!(
             f,
-            "MTP head present and skipped: {blocks} (`{ARCHITECTURE}.nextn_predict_layers` = {}), {} tensors, {} values; \
+            "MTP head present and skipped: {blocks} (`{}.nextn_predict_layers` = {}), {} tensors, {} values; \
              a multi-token-prediction head is not part of a decode step",
-            self.count, self.tensors, self.values
+            self.arch, self.count, self.tensors, self.values
         )
     }
 }
@@ -278,12 +293,15 @@ pub fn spec_from_gguf(info: &GgufInfo) -> Result<ModelSpec, LoadError> {
 /// when the file holds tensors they are checked against it (see the module doc).
 pub fn read_gguf(info: &GgufInfo) -> Result<GgufModel, LoadError> {
     let m = Meta { info, arch: ARCHITECTURE };
-    let arch = m.str(ARCHITECTURE_KEY)?;
-    if arch != ARCHITECTURE {
-        return Err(LoadError::UnsupportedArchitecture { found: arch.to_owned() });
-    }
-    refuse_unknown_keys(info)?;
-    let name = info.get_str(NAME_KEY).unwrap_or(ARCHITECTURE).to_owned();
+    let arch = match m.str(ARCHITECTURE_KEY)? {
+        ARCHITECTURE => ARCHITECTURE,
+        MOE_ARCHITECTURE => MOE_ARCHITECTURE,
+        found => return Err(LoadError::UnsupportedArchitecture { found: found.to_owned() }),
+    };
+    let m = Meta { info, arch };
+    let moe = arch == MOE_ARCHITECTURE;
+    refuse_unknown_keys(info, arch)?;
+    let name = info.get_str(NAME_KEY).unwrap_or(arch).to_owned();
     let layers_key = m.key("block_count");
     let blocks = m.usize(&layers_key)?;
     if blocks > MAX_LAYERS {
@@ -295,7 +313,7 @@ pub fn read_gguf(info: &GgufInfo) -> Result<GgufModel, LoadError> {
         Some(_) => m.usize(&nextn_key)?,
     };
     if nextn > blocks {
-        return Err(LoadError::NextnExceedsBlocks { nextn, blocks });
+        return Err(LoadError::NextnExceedsBlocks { arch, nextn, blocks });
     }
     let n_layers = blocks - nextn;
     let interval_key = m.key("full_attention_interval");
@@ -343,10 +361,21 @@ pub fn read_gguf(info: &GgufInfo) -> Result<GgufModel, LoadError> {
         return Err(LoadError::BadValue { key: scaling_key, why });
     }
 
+    let (intermediate, experts) = if moe {
+        let width = m.size(&m.key("expert_feed_forward_length"))?;
+        let mut e = Experts::new(m.size(&m.key("expert_count"))?, m.size(&m.key("expert_used_count"))?, width);
+        let shared_key = m.key("expert_shared_feed_forward_length");
+        if info.metadata(&shared_key).is_some() {
+            e.shared_intermediate = Some(m.size(&shared_key)?).filter(|&s| s > 0);
+        }
+        (width, Some(e))
+    } else {
+        (m.size(&m.key("feed_forward_length"))?, None)
+    };
     let spec = ModelSpec {
         name,
         hidden: m.size(&m.key("embedding_length"))?,
-        intermediate: m.size(&m.key("feed_forward_length"))?,
+        intermediate,
         vocab: vocab(&m)?,
         rms_eps: m.f64(&m.key("attention.layer_norm_rms_epsilon"))?,
         tied_embeddings: info.tensor(names::OUTPUT).is_none(),
@@ -368,7 +397,7 @@ pub fn read_gguf(info: &GgufInfo) -> Result<GgufModel, LoadError> {
             conv_kernel: m.size(&m.key("ssm.conv_kernel"))?,
         },
         layers,
-        constructs: Constructs::default(),
+        constructs: Constructs { experts, ..Constructs::default() },
     };
     spec.validate()?;
     if let Some(tokens) = info.get_array(TOKENS_KEY)
@@ -377,16 +406,18 @@ pub fn read_gguf(info: &GgufInfo) -> Result<GgufModel, LoadError> {
         let why = format!("{} tokens, but the model's vocab is {}", tokens.len(), spec.vocab);
         return Err(LoadError::BadValue { key: TOKENS_KEY.into(), why });
     }
-    let mtp = if info.tensors().is_empty() { None } else { check_tensors(info, &spec, blocks)? };
+    let mtp = if info.tensors().is_empty() { None } else { check_tensors(info, &spec, blocks, arch)? };
     Ok(GgufModel { spec, mtp, types: TypeMix::of(info.tensors()) })
 }
 
-/// Refuses a `qwen35.*` key that is not one of [`KNOWN_KEYS`].
-fn refuse_unknown_keys(info: &GgufInfo) -> Result<(), LoadError> {
-    let prefix = format!("{ARCHITECTURE}.");
+/// Refuses a `{arch}.*` key that is not one of [`KNOWN_KEYS`] (or, for `qwen35moe`, [`MOE_KEYS`]).
+fn refuse_unknown_keys(info: &GgufInfo, arch: &str) -> Result<(), LoadError> {
+    let prefix = format!("{arch}.");
+    let moe = arch == MOE_ARCHITECTURE;
     for (key, _) in info.metadata_entries() {
         if let Some(rest) = key.strip_prefix(&prefix)
             && !KNOWN_KEYS.contains(&rest)
+            && !(moe && MOE_KEYS.contains(&rest))
         {
             return Err(LoadError::UnknownKey { key: key.clone() });
         }
@@ -429,30 +460,35 @@ fn check_recurrent_layers(key: &str, flags: &[bool], layers: &[Mixer]) -> Result
 
 /// Checks every tensor of the file against `spec` (whose layers are the first blocks) and the MTP
 /// blocks `spec.layers.len()..blocks`, and describes the MTP head, if any.
-fn check_tensors(info: &GgufInfo, spec: &ModelSpec, blocks: usize) -> Result<Option<MtpBlocks>, LoadError> {
+fn check_tensors(
+    info: &GgufInfo,
+    spec: &ModelSpec,
+    blocks: usize,
+    arch: &'static str,
+) -> Result<Option<MtpBlocks>, LoadError> {
     let decoder_layers = spec.layers.len();
     let expected: HashMap<String, Vec<usize>> = layout(spec).into_iter().map(|t| (t.name, t.shape)).collect();
-    let mut mtp = MtpBlocks { first: decoder_layers, count: blocks - decoder_layers, tensors: 0, values: 0 };
+    let mut mtp = MtpBlocks { arch, first: decoder_layers, count: blocks - decoder_layers, tensors: 0, values: 0 };
     for t in info.tensors() {
         let tensor = || t.name.clone();
         match block_of(&t.name) {
             Some((block, _)) if block >= blocks => {
-                return Err(LoadError::BlockBeyondCount { tensor: tensor(), block, blocks });
+                return Err(LoadError::BlockBeyondCount { arch, tensor: tensor(), block, blocks });
             }
             Some((block, rest)) if block >= decoder_layers => {
                 if !MTP_ONLY.contains(&rest) && !MTP_DECODER_PART.contains(&rest) {
-                    return Err(LoadError::NotAnMtpTensor { tensor: tensor(), block });
+                    return Err(LoadError::NotAnMtpTensor { arch, tensor: tensor(), block });
                 }
                 mtp.tensors += 1;
                 mtp.values = mtp.values.saturating_add(t.numel());
             }
             Some((block, rest)) if MTP_ONLY.contains(&rest) => {
-                return Err(LoadError::MtpTensorInDecoderLayer { tensor: tensor(), block, decoder_layers });
+                return Err(LoadError::MtpTensorInDecoderLayer { arch, tensor: tensor(), block, decoder_layers });
             }
             _ => match expected.get(&t.name) {
                 Some(shape) if *shape == t.shape => {}
                 Some(shape) => {
-                    let keys = shape_keys(&t.name, shape, &t.shape);
+                    let keys = shape_keys(arch, &t.name, shape, &t.shape);
                     return Err(LoadError::TensorDisagrees {
                         tensor: tensor(),
                         found: t.shape.clone(),
@@ -472,10 +508,10 @@ fn check_tensors(info: &GgufInfo, spec: &ModelSpec, blocks: usize) -> Result<Opt
         for (what, shape) in [(MTP_ONLY[0], vec![h, 2 * h]), (MTP_ONLY[1], vec![h]), (MTP_ONLY[2], vec![h])] {
             let name = names::blk(block, what);
             let Some(t) = info.tensor(&name) else {
-                return Err(LoadError::MtpBlockIncomplete { block, missing: name });
+                return Err(LoadError::MtpBlockIncomplete { arch, block, missing: name });
             };
             if t.shape != shape {
-                let keys = format!("`{ARCHITECTURE}.embedding_length` = {h}");
+                let keys = format!("`{arch}.embedding_length` = {h}");
                 return Err(LoadError::TensorDisagrees { tensor: name, found: t.shape.clone(), expected: shape, keys });
             }
         }
@@ -503,8 +539,8 @@ fn unexpected(name: &str, spec: &ModelSpec) -> LoadError {
 
 /// The metadata keys that give each dim of a decoder tensor, for the dims where `found` differs
 /// from `expected`: `dim 0 is `qwen35.feed_forward_length``.
-fn shape_keys(name: &str, expected: &[usize], found: &[usize]) -> String {
-    let k = |s: &str| format!("`{ARCHITECTURE}.{s}`");
+fn shape_keys(arch: &str, name: &str, expected: &[usize], found: &[usize]) -> String {
+    let k = |s: &str| format!("`{arch}.{s}`");
     let (h, ff, vocab) =
         (k("embedding_length"), k("feed_forward_length"), format!("{} or `token_embd.weight`'s rows", k("vocab_size")));
     let q = format!("2 × {} × {}", k("attention.head_count"), k("attention.key_length"));
@@ -528,6 +564,12 @@ fn shape_keys(name: &str, expected: &[usize], found: &[usize]) -> String {
         n::SSM_A | n::SSM_DT_BIAS => vec![k("ssm.time_step_rank")],
         n::SSM_NORM => vec![format!("{} / {}", k("ssm.inner_size"), k("ssm.time_step_rank"))],
         n::SSM_OUT => vec![h, k("ssm.inner_size")],
+        n::FFN_GATE_INP => vec![k("expert_count"), h],
+        n::FFN_GATE_EXPS | n::FFN_UP_EXPS => vec![k("expert_count"), k("expert_feed_forward_length"), h],
+        n::FFN_DOWN_EXPS => vec![k("expert_count"), h, k("expert_feed_forward_length")],
+        n::FFN_GATE_SHEXP | n::FFN_UP_SHEXP => vec![k("expert_shared_feed_forward_length"), h],
+        n::FFN_DOWN_SHEXP => vec![h, k("expert_shared_feed_forward_length")],
+        n::FFN_GATE_INP_SHEXP => vec!["1".into(), h],
         _ => vec![],
     };
     if expected.len() != found.len() {
