@@ -934,7 +934,12 @@ fn verdict_json_on_the_reference_fixtures() {
     let cases: [(&str, Value, i32); 7] = [
         ("qwen35-a", json!({"accepted": true, "error": null, "reasons": []}), 0),
         ("qwen35-a/config.json", json!({"accepted": true, "error": null, "reasons": []}), 0),
-        ("qwen35-b/model.gguf", json!({"accepted": true, "error": null, "reasons": []}), 0),
+        (
+            "qwen35-b/model.gguf",
+            json!({"accepted": true, "error": null, "reasons": [],
+                   "gguf": {"decoder_layers": 5, "mtp": null, "types": [["BF16", 39], ["F32", 27]]}}),
+            0,
+        ),
         (
             "refused/deepseek_v3/config.json",
             json!({"accepted": false, "error": "LatentAttention",

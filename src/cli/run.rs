@@ -8,6 +8,8 @@ use super::args::{Interp, RunArgs};
 use crate::engine::{EngineRunner, lower::lower_graph, shim::EngineShim};
 use crate::ir::interp::Runner;
 use crate::model::author::decode_step;
+use crate::model::gguf::gguf_model;
+use crate::source::ModelSource;
 
 /// One interpreter, stepping.
 enum Stepper<'c> {
@@ -26,8 +28,16 @@ impl Stepper<'_> {
 
 pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     let t0 = Instant::now();
-    let (spec, ckpt) = a.model.source()?.load()?;
+    let source = a.model.source()?;
+    let (spec, ckpt) = source.load()?;
     eprintln!("checkpoint: {} values in {:.2?}", ckpt.numel(), t0.elapsed());
+    if let ModelSource::Gguf(path) = &source {
+        let m = gguf_model(path)?;
+        eprintln!("tensor types: {}", m.types);
+        if let Some(mtp) = &m.mtp {
+            eprintln!("{mtp}");
+        }
+    }
     let graph = decode_step(&spec)?;
     let mut runner = match a.interp {
         Interp::Reference => Stepper::Reference(Box::new(Runner::new(&graph, &ckpt)?)),

@@ -12,7 +12,7 @@ use super::CliError;
 use super::args::VerdictArgs;
 use crate::admission::{Admission, admit_config_json, admit_spec};
 use crate::formats::gguf::GgufFile;
-use crate::model::gguf::spec_from_gguf;
+use crate::model::gguf::{GgufModel, read_gguf};
 
 pub fn verdict(a: VerdictArgs) -> Result<ExitCode, CliError> {
     let admission = admission_of(&a)?;
@@ -22,9 +22,13 @@ pub fn verdict(a: VerdictArgs) -> Result<ExitCode, CliError> {
 fn admission_of(a: &VerdictArgs) -> Result<Admission, CliError> {
     let path: &Path = &a.model;
     let name = path.file_stem().map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned());
+    let mut gguf = None;
     let admission = if path.extension().is_some_and(|e| e == "gguf") {
         let file = GgufFile::open(path)?;
-        admit_spec(&spec_from_gguf(file.info())?, a.numerics)?
+        let model = read_gguf(file.info())?;
+        let admission = admit_spec(&model.spec, a.numerics)?;
+        gguf = Some(model);
+        admission
     } else {
         let config = if path.is_dir() { path.join("config.json") } else { path.to_path_buf() };
         let text = std::fs::read_to_string(&config).map_err(|e| format!("{}: {e}", config.display()))?;
@@ -33,16 +37,42 @@ fn admission_of(a: &VerdictArgs) -> Result<Admission, CliError> {
         admit_config_json(&text, &name, a.numerics)?
     };
     if a.json {
-        let v = json!({
+        let mut v = json!({
             "accepted": admission.accepted(),
             "error": admission.refusal().map(|r| r.name()),
             "reasons": admission.names(),
         });
+        if let Some(m) = &gguf {
+            v["gguf"] = gguf_json(m);
+        }
         outln!("{v}");
     } else {
         print(&admission)?;
+        if let Some(m) = &gguf {
+            print_gguf(m)?;
+        }
     }
     Ok(admission)
+}
+
+/// What a GGUF file holds besides its decoder: its tensor types and its skipped MTP head.
+fn print_gguf(m: &GgufModel) -> Result<(), CliError> {
+    outln!("decoder: {} layers", m.spec.layers.len());
+    outln!("tensor types: {}", m.types);
+    if let Some(mtp) = &m.mtp {
+        outln!("{mtp}");
+    }
+    Ok(())
+}
+
+/// [`print_gguf`]'s facts as JSON: `decoder_layers`, `types` (`[[name, count], …]`) and `mtp`
+/// (null, or its blocks and sizes, `skipped: true`).
+fn gguf_json(m: &GgufModel) -> serde_json::Value {
+    let types: Vec<serde_json::Value> = m.types.0.iter().map(|(t, n)| json!([t.to_string(), n])).collect();
+    let mtp = m.mtp.as_ref().map(|b| {
+        json!({ "first_block": b.first, "blocks": b.count, "tensors": b.tensors, "values": b.values, "skipped": true })
+    });
+    json!({ "decoder_layers": m.spec.layers.len(), "types": types, "mtp": mtp })
 }
 
 /// The verdict as a user reads it: `accepted` with the program's size, or the refusal, then each
