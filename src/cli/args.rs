@@ -258,3 +258,17 @@ pub fn check_sizes(cli: &Cli) -> Result<(), MemoryError> {
 pub fn parse_numerics(s: &str) -> Result<Numerics, String> {
     Numerics::parse(s).ok_or_else(|| format!("{s:?} is not act[/kv[/state]] of f32, bf16, f16"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_read_with_commas_or_spaces_and_counted_against_their_limit() {
+        assert_eq!(parse_tokens("3,1,4"), Ok(Tokens(vec![3, 1, 4])));
+        assert_eq!(parse_tokens(" 3, 1 4 ,"), Ok(Tokens(vec![3, 1, 4])));
+        assert!(parse_tokens("").is_err() && parse_tokens("1,-2").is_err() && parse_tokens("4294967296").is_err());
+        let e = parse_tokens(&"1,".repeat(MAX_STEPS + 1)).expect_err("too many");
+        assert_eq!(e, format!("`--tokens` (its count) is {}, the limit is {MAX_STEPS}", MAX_STEPS + 1));
+    }
+}
