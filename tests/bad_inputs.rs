@@ -43,7 +43,10 @@ fn a_case_file_size_over_its_limit_is_refused_with_the_field_the_value_and_the_l
     let big = |n: u64| serde_json::Value::from(n);
     let cases: Vec<(Vec<(&str, serde_json::Value)>, String)> = vec![
         (vec![("vocab", big(1_000_000_000))], format!("field `vocab` is 1000000000, the limit is {size}")),
-        (vec![("intermediate", big(10_000_000_000))], format!("field `intermediate` is 10000000000, the limit is {size}")),
+        (
+            vec![("intermediate", big(10_000_000_000))],
+            format!("field `intermediate` is 10000000000, the limit is {size}"),
+        ),
         (vec![("hidden", big(1 << 40))], format!("field `hidden` is {}, the limit is {size}", 1u64 << 40)),
         (vec![("attention.head_dim", big(1 << 30))], format!("field `attention.head_dim` is {}", 1u64 << 30)),
         (vec![("delta_net.value_dim", big(1 << 25))], format!("field `delta_net.value_dim` is {}", 1u64 << 25)),
@@ -59,8 +62,10 @@ fn a_case_file_size_over_its_limit_is_refused_with_the_field_the_value_and_the_l
     }
     let e = case_error(&tiny_case(&[], "steps 1000000000000\n"));
     assert_eq!(e, format!("line 3: field `steps` is 1000000000000, the limit is {MAX_STEPS}"));
-    assert!(case_error(&tiny_case(&[], "steps 99999999999999999999999999999999999999999\n"))
-        .contains("is not a non-negative integer"));
+    assert!(
+        case_error(&tiny_case(&[], "steps 99999999999999999999999999999999999999999\n"))
+            .contains("is not a non-negative integer")
+    );
 }
 
 #[test]
@@ -102,7 +107,8 @@ fn qwen35_config(replace: &[(&str, &str)]) -> String {
 #[test]
 fn pythons_non_finite_numbers_are_read_as_transformers_reads_them() {
     // A field no rule reads holds Infinity (hybrid Mamba configs' `time_step_limit`): judged as usual.
-    let text = qwen35_config(&[("\"use_cache\": true", "\"use_cache\": true,\n  \"time_step_limit\": [0.0, Infinity]")]);
+    let text =
+        qwen35_config(&[("\"use_cache\": true", "\"use_cache\": true,\n  \"time_step_limit\": [0.0, Infinity]")]);
     let a = admit_config_json(&text, "qwen35-c", Numerics::F32).expect("judged");
     assert!(a.accepted(), "{:?}", a.names());
     let text = qwen35_config(&[("\"use_cache\": true", "\"use_cache\": true,\n  \"x\": [NaN, -Infinity, \"NaN\"]")]);
@@ -129,12 +135,18 @@ fn pythons_non_finite_numbers_are_read_as_transformers_reads_them() {
 fn a_config_without_a_layer_or_with_a_zero_head_size_is_refused_by_its_field() {
     // (replacements, the field named, what the error must not say)
     let cases: &[(&[(&str, &str)], &str)] = &[
-        (&[("\"num_hidden_layers\": 4", "\"num_hidden_layers\": 0")], "config field `num_hidden_layers`: expected at least 1 layer, found 0"),
+        (
+            &[("\"num_hidden_layers\": 4", "\"num_hidden_layers\": 0")],
+            "config field `num_hidden_layers`: expected at least 1 layer, found 0",
+        ),
         (
             &[("\"num_hidden_layers\": 4", "\"num_hidden_layers\": 0, \"layer_types\": []")],
             "config field `num_hidden_layers`: expected at least 1 layer, found 0",
         ),
-        (&[("\"head_dim\": 8", "\"head_dim\": 0")], "config field `head_dim`: expected a head size of at least 1, found 0"),
+        (
+            &[("\"head_dim\": 8", "\"head_dim\": 0")],
+            "config field `head_dim`: expected a head size of at least 1, found 0",
+        ),
     ];
     for (replace, says) in cases {
         let e = read_config_json(&qwen35_config(replace), "qwen35-c").expect_err("refused").to_string();
@@ -161,7 +173,10 @@ fn a_config_json_over_its_size_limit_is_refused_unread() {
     let t0 = Instant::now();
     let e = hf::spec_of_hf_folder(&dir).expect_err("too large").to_string();
     assert!(t0.elapsed() < Duration::from_secs(2));
-    assert!(e.contains("config.json: 209715200 bytes; the limit for it is") && e.contains(&MAX_CONFIG_BYTES.to_string()), "{e}");
+    assert!(
+        e.contains("config.json: 209715200 bytes; the limit for it is") && e.contains(&MAX_CONFIG_BYTES.to_string()),
+        "{e}"
+    );
 }
 
 // ---- The boundary: safetensors read. ----
@@ -203,8 +218,11 @@ fn a_safetensors_error_names_the_tensor_and_the_file() {
     // A folder: a missing tensor names the folder; an empty weight_map names the index.
     let dir = scratch("missing-tensor");
     std::fs::copy(fixture("qwen35-c/config.json"), dir.join("config.json")).expect("copy");
-    std::fs::write(dir.join("model.safetensors"), safetensors(&[("model.language_model.norm.weight", "F32", &[32], 128)]))
-        .expect("write");
+    std::fs::write(
+        dir.join("model.safetensors"),
+        safetensors(&[("model.language_model.norm.weight", "F32", &[32], 128)]),
+    )
+    .expect("write");
     let e = hf::load_hf_folder(&dir).expect_err("missing").to_string();
     assert!(e.starts_with(&format!("{}: missing tensor ", dir.display())), "{e}");
     std::fs::remove_file(dir.join("model.safetensors")).expect("rm");

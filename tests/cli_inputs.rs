@@ -124,7 +124,10 @@ fn corpus_review_gives_a_bad_file_its_row_and_runs_the_rest() {
     let o = stepcheck(&["corpus", "review", path(&dir)]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("a-steps.case") && out.contains("field `steps` is 1000000000000, the limit is 65536"), "{out}");
+    assert!(
+        out.contains("a-steps.case") && out.contains("field `steps` is 1000000000000, the limit is 65536"),
+        "{out}"
+    );
     assert!(out.contains("b-vocab.case") && out.contains("field `vocab` is"), "{out}");
     assert!(!out.contains(good) && out.ends_with("3 cases, 2 changed\n"), "{out}");
 }
@@ -152,7 +155,8 @@ fn check_gives_every_model_a_row_a_legend_and_a_summary() {
     // A model the user named and that could not be checked makes it exit 2.
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let out = stdout(&o);
-    let row = |model: &str| out.lines().find(|l| l.starts_with(model)).unwrap_or_else(|| panic!("no row {model}:\n{out}"));
+    let row =
+        |model: &str| out.lines().find(|l| l.starts_with(model)).unwrap_or_else(|| panic!("no row {model}:\n{out}"));
     assert!(row("no/such/folder").contains("refused NotAModel"), "{out}");
     assert!(row("tiny ").contains(" agree "), "{out}");
     assert!(row("no-such").contains("refused NoSuchPreset"), "{out}");

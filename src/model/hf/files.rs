@@ -2,8 +2,7 @@
 //! `model.safetensors.index.json` lists. Every file is checked before a tensor of it is read.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::io::ErrorKind;
+use std::fs::File;
 use std::path::Path;
 
 use safetensors::tensor::TensorView;
@@ -35,11 +34,12 @@ pub fn for_each_tensor(
         });
     }
     let index_path = dir.join(INDEX);
-    let shards = match fs::read(&index_path) {
-        Ok(bytes) => read_index(&index_path, &bytes)?,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Err(LoadError::NoWeights { dir: dir.to_path_buf() }),
-        Err(source) => return Err(LoadError::Io { path: index_path, source }),
-    };
+    if !index_path.exists() {
+        return Err(LoadError::NoWeights { dir: dir.to_path_buf() });
+    }
+    // The index is JSON like the config, bounded like it before it is read.
+    let text = super::read_bounded(&index_path, super::MAX_CONFIG_BYTES)?;
+    let shards = read_index(&index_path, text.as_bytes())?;
     for (file, names) in shards {
         with_file(&dir.join(&file), |path, st| {
             names.iter().try_for_each(|name| {
