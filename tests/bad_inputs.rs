@@ -181,8 +181,11 @@ fn a_config_json_over_its_size_limit_is_refused_unread() {
 
 // ---- The boundary: safetensors read. ----
 
-/// A safetensors file of `(name, dtype, shape, byte count)` entries, zero-filled.
-fn safetensors(entries: &[(&str, &str, &[usize], usize)]) -> Vec<u8> {
+/// A safetensors header entry: name, dtype, shape and byte count.
+type Entry<'a> = (&'a str, &'a str, &'a [usize], usize);
+
+/// A safetensors file of `entries`, zero-filled.
+fn safetensors(entries: &[Entry]) -> Vec<u8> {
     let mut header = serde_json::Map::new();
     let mut at = 0;
     for (name, dtype, shape, bytes) in entries {
@@ -203,7 +206,7 @@ fn safetensors(entries: &[(&str, &str, &[usize], usize)]) -> Vec<u8> {
 fn a_safetensors_error_names_the_tensor_and_the_file() {
     let path = Path::new("w.safetensors");
     // (entries, what the error says)
-    let cases: &[(&[(&str, &str, &[usize], usize)], &str)] = &[
+    let cases: &[(&[Entry], &str)] = &[
         (&[("a", "F32", &[2], 8), ("embed", "F64", &[2, 2], 32)], "w.safetensors: tensor embed has dtype F64"),
         (
             &[("a", "F32", &[2], 8), ("embed", "F32", &[2, 3], 16)],

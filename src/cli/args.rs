@@ -121,7 +121,7 @@ pub struct CheckArgs {
     pub numerics: Numerics,
     /// The memory the check may use, in GiB (default: what the machine has: MemAvailable, the
     /// cgroup's limit, `ulimit -v`); a model that needs more is skipped, with what it needs.
-    #[arg(long, value_parser = parse_gib)]
+    #[arg(long, value_parser = parse_gib, allow_hyphen_values = true)]
     pub max_gib: Option<f64>,
     /// Print one JSON object: `{"models":[{model, verdict, refusal, commands, max_abs, max_rel,
     /// tolerance, steps, seconds, detail}, …], "summary":{…}}`.
@@ -196,7 +196,7 @@ pub struct RunArgs {
     pub numerics: Numerics,
     /// The memory the run may use, in GiB (default: what the machine has: MemAvailable, the
     /// cgroup's limit, `ulimit -v`); a model that needs more is refused, with what it needs.
-    #[arg(long, value_parser = parse_gib)]
+    #[arg(long, value_parser = parse_gib, allow_hyphen_values = true)]
     pub max_gib: Option<f64>,
 }
 

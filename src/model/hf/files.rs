@@ -139,7 +139,7 @@ fn check_data_ends(bytes: &[u8]) -> Result<(), String> {
         if let (Some(start), Some(end), Some(width), Some(shape)) = (start, end, width, shape) {
             let dims: Option<Vec<u64>> = shape.iter().map(Value::as_u64).collect();
             let Some(dims) = dims else { continue };
-            let want = dims.iter().fold(Some(width), |n, &d| n.and_then(|n| n.checked_mul(d)));
+            let want = dims.iter().try_fold(width, |n, &d| n.checked_mul(d));
             let have = end.checked_sub(start);
             if want != have {
                 return Err(format!(
