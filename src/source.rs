@@ -27,10 +27,16 @@ pub enum SourceError {
     NotAModel(PathBuf),
     #[error(transparent)]
     Hf(#[from] hf::LoadError),
-    #[error("{}: {source}", path.display())]
+    #[error("{}", with_path(path, source))]
     Gguf { path: PathBuf, source: gguf::LoadError },
     #[error(transparent)]
     Memory(#[from] MemoryError),
+}
+
+/// `source`'s message, prefixed by `path` unless it names it already.
+fn with_path(path: &Path, source: &gguf::LoadError) -> String {
+    let (path, message) = (path.display().to_string(), source.to_string());
+    if message.contains(&path) { message } else { format!("{path}: {message}") }
 }
 
 impl SourceError {

@@ -21,7 +21,7 @@ pub fn verdict(a: VerdictArgs) -> Result<ExitCode, CliError> {
     match admission_of(&a) {
         Ok(admission) => Ok(if admission.accepted() { ExitCode::SUCCESS } else { ExitCode::from(1) }),
         Err(e) if a.json && !super::is_broken_pipe(e.as_ref()) => {
-            let message = format!("{}: {e}", a.model.display());
+            let message = e.to_string();
             outln!("{}", json!({ "accepted": null, "error": "NotJudged", "reasons": [], "message": message }));
             Ok(ExitCode::from(2))
         }
@@ -33,9 +33,13 @@ fn admission_of(a: &VerdictArgs) -> Result<Admission, CliError> {
     let path: &Path = &a.model;
     let name = path.file_stem().map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned());
     let admission = if path.extension().is_some_and(|e| e == "gguf") {
-        let file = GgufFile::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let spec = spec_from_gguf(file.info()).map_err(|e| format!("{}: {e}", path.display()))?;
-        admit_spec(&spec, a.numerics)?
+        let at = |e: &dyn std::fmt::Display| {
+            let (p, e) = (path.display().to_string(), e.to_string());
+            if e.contains(&p) { e } else { format!("{p}: {e}") }
+        };
+        let file = GgufFile::open(path).map_err(|e| at(&e))?;
+        let spec = spec_from_gguf(file.info()).map_err(|e| at(&e))?;
+        admit_spec(&spec, a.numerics).map_err(|e| at(&e))?
     } else {
         let config = if path.is_dir() { path.join("config.json") } else { path.to_path_buf() };
         let text = read_bounded(&config, MAX_CONFIG_BYTES)?;
