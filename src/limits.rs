@@ -105,6 +105,23 @@ pub fn check_spec(spec: &ModelSpec, max_values: u128) -> Result<(), SizeError> {
     at_most("the checkpoint (values, all tensors)", checkpoint_values(spec), max_values)
 }
 
+/// Checks every tensor type a graph declares holds at most `max_values` values, and every cache
+/// at most that many over `steps` positions, naming the tensor: the reference interpreter
+/// allocates each state from its type.
+pub fn check_graph(graph: &crate::ir::Graph, steps: usize, max_values: u128) -> Result<(), SizeError> {
+    for t in &graph.tensors {
+        let values = match &t.ty {
+            crate::ir::Ty::Tensor(shape) => shape.iter().fold(1u128, |n, &d| n.saturating_mul(d as u128)),
+            crate::ir::Ty::Cache { heads, dim } => {
+                (*heads as u128).saturating_mul(*dim as u128).saturating_mul(steps as u128)
+            }
+            _ => 0,
+        };
+        at_most(&format!("tensor `%{}` (values)", t.name), values, max_values)?;
+    }
+    Ok(())
+}
+
 /// How many values `spec`'s checkpoint holds, counted without overflow. Call it on a spec whose
 /// sizes [`check_spec`] bounds (the layout it counts is one entry per tensor).
 pub fn checkpoint_values(spec: &ModelSpec) -> u128 {

@@ -233,3 +233,14 @@ fn a_safetensors_error_names_the_tensor_and_the_file() {
     let e = hf::load_hf_folder(&dir).expect_err("empty").to_string();
     assert!(e.contains("model.safetensors.index.json: bad index: its `weight_map` is empty"), "{e}");
 }
+
+#[test]
+fn a_graph_in_a_case_file_is_refused_when_a_tensor_type_is_over_the_limit() {
+    let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/latent-key-path.case");
+    let text = std::fs::read_to_string(corpus).expect("a corpus case");
+    assert!(CaseFile::parse(&text).is_ok());
+    let huge = text.replacen("[80, 4] -> %l1.conv.next", "[80000, 40000] -> %l1.conv.next", 1);
+    assert_ne!(huge, text);
+    let e = case_error(&huge);
+    assert!(e.ends_with(&format!("tensor `%l1.conv` (values) is 3200000000, the limit is {MAX_CASE_VALUES}")), "{e}");
+}

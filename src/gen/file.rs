@@ -139,6 +139,10 @@ impl CaseFile {
             }
             rest = next;
         }
+        if let Some(g) = &graph {
+            limits::check_graph(g, steps, limits::MAX_CASE_VALUES)
+                .map_err(|e| FileError { line, why: e.to_string() })?;
+        }
         let input = match (spec, graph) {
             (Some(spec), None) => Input::Spec(spec),
             (spec, Some(graph)) => Input::Graph { graph, spec },
