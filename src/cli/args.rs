@@ -243,14 +243,22 @@ pub fn parse_gib(s: &str) -> Result<f64, String> {
 /// it needs fits what `--max-gib` allows (flags themselves are checked while they are parsed). It
 /// reads no file and allocates nothing from a size; the `cli_args` fuzz target calls it.
 pub fn check_sizes(cli: &Cli) -> Result<(), MemoryError> {
-    let fits = |preset: &str, steps: usize, max_gib: Option<f64>| match (crate::model::presets::preset(preset), max_gib)
-    {
-        (Some(spec), Some(g)) => Budget::new(Some(g)).map_or(Ok(()), |b| b.admit(preset, &Need::of(&spec, steps, 2))),
+    // `run` holds one checkpoint; `check` a second, perturbed one under a reduced storage type.
+    let fits = |preset: &str, steps: usize, copies: u32, max_gib: Option<f64>| match (
+        crate::model::presets::preset(preset),
+        max_gib,
+    ) {
+        (Some(spec), Some(g)) => {
+            Budget::new(Some(g)).map_or(Ok(()), |b| b.admit(preset, &Need::of(&spec, steps, copies)))
+        }
         _ => Ok(()),
     };
     match &cli.command {
-        Command::Run(a) => a.model.preset.as_deref().map_or(Ok(()), |p| fits(p, a.tokens.0.len(), a.max_gib)),
-        Command::Check(a) => a.preset.iter().try_for_each(|p| fits(p, a.steps, a.max_gib)),
+        Command::Run(a) => a.model.preset.as_deref().map_or(Ok(()), |p| fits(p, a.tokens.0.len(), 1, a.max_gib)),
+        Command::Check(a) => {
+            let copies = if crate::check::perturbation(a.numerics).is_some() { 2 } else { 1 };
+            a.preset.iter().try_for_each(|p| fits(p, a.steps, copies, a.max_gib))
+        }
         _ => Ok(()),
     }
 }
@@ -270,5 +278,14 @@ mod tests {
         assert!(parse_tokens("").is_err() && parse_tokens("1,-2").is_err() && parse_tokens("4294967296").is_err());
         let e = parse_tokens(&"1,".repeat(MAX_STEPS + 1)).expect_err("too many");
         assert_eq!(e, format!("`--tokens` (its count) is {}, the limit is {MAX_STEPS}", MAX_STEPS + 1));
+    }
+
+    #[test]
+    fn check_sizes_refuses_a_preset_over_max_gib_without_running_it() {
+        let cli = |args: &[&str]| Cli::try_parse_from(["stepcheck"].iter().chain(args)).expect("parses");
+        let e = check_sizes(&cli(&["run", "--preset", "qwen3.5-9b-style", "--tokens", "1", "--max-gib", "4"]));
+        assert!(e.is_err_and(|e| e.to_string().starts_with("qwen3.5-9b-style needs about 33.")));
+        assert!(check_sizes(&cli(&["check", "--preset", "tiny", "--max-gib", "1"])).is_ok());
+        assert!(check_sizes(&cli(&["check", "--preset", "small", "--max-gib", "0.001"])).is_err());
     }
 }
