@@ -9,6 +9,7 @@ pub mod formats;
 pub mod fuse;
 pub mod r#gen;
 pub mod ir;
+pub mod limits;
 pub mod model;
 #[cfg(test)]
 mod planted;

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::formats::gguf::GgufFile;
+use crate::limits::{Budget, MemoryError, Need};
 use crate::model::{Checkpoint, ModelSpec, gguf, hf, presets, random::random_checkpoint};
 
 /// A model's source, as the command line names it.
@@ -25,8 +27,29 @@ pub enum SourceError {
     NotAModel(PathBuf),
     #[error(transparent)]
     Hf(#[from] hf::LoadError),
+    #[error("{}", with_path(path, source))]
+    Gguf { path: PathBuf, source: gguf::LoadError },
     #[error(transparent)]
-    Gguf(#[from] gguf::LoadError),
+    Memory(#[from] MemoryError),
+}
+
+/// `source`'s message, prefixed by `path` unless it names it already.
+fn with_path(path: &Path, source: &gguf::LoadError) -> String {
+    let (path, message) = (path.display().to_string(), source.to_string());
+    if message.contains(&path) { message } else { format!("{path}: {message}") }
+}
+
+impl SourceError {
+    /// A short name of the error, for a row of `stepcheck check` (`refused NAME`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            SourceError::NoSuchPreset { .. } => "NoSuchPreset",
+            SourceError::NotAModel(_) => "NotAModel",
+            SourceError::Hf(_) => "HfFolder",
+            SourceError::Gguf { .. } => "Gguf",
+            SourceError::Memory(_) => "Memory",
+        }
+    }
 }
 
 impl ModelSource {
@@ -54,13 +77,19 @@ impl ModelSource {
         }
     }
 
-    /// The spec alone, without reading weights where the source allows it.
+    /// The spec alone, read without a weight: a preset's, a folder's `config.json`, a GGUF's
+    /// metadata.
     pub fn spec(&self) -> Result<ModelSpec, SourceError> {
         match self {
             ModelSource::Preset { name, .. } => {
                 presets::preset(name).ok_or_else(|| SourceError::NoSuchPreset { name: name.clone() })
             }
-            _ => Ok(self.load()?.0),
+            ModelSource::HfFolder(dir) => Ok(hf::spec_of_hf_folder(dir)?),
+            ModelSource::Gguf(path) => {
+                let gguf = |source| SourceError::Gguf { path: path.clone(), source };
+                let file = GgufFile::open(path).map_err(|e| gguf(e.into()))?;
+                gguf::spec_from_gguf(file.info()).map_err(gguf)
+            }
         }
     }
 
@@ -73,7 +102,24 @@ impl ModelSource {
                 Ok((spec, ckpt))
             }
             ModelSource::HfFolder(dir) => Ok(hf::load_hf_folder(dir)?),
-            ModelSource::Gguf(path) => Ok(gguf::load_gguf(path)?),
+            ModelSource::Gguf(path) => {
+                gguf::load_gguf(path).map_err(|source| SourceError::Gguf { path: path.clone(), source })
+            }
         }
+    }
+
+    /// The spec, then the checkpoint only when `need(spec)` fits in `budget` (no budget: the
+    /// machine says nothing, and the load goes ahead): a model too large for the machine is refused
+    /// with how much it needs before a weight is made or read.
+    pub fn load_within(
+        &self,
+        budget: Option<&Budget>,
+        need: impl FnOnce(&ModelSpec) -> Need,
+    ) -> Result<(ModelSpec, Checkpoint), SourceError> {
+        let spec = self.spec()?;
+        if let Some(b) = budget {
+            b.admit(&self.label(), &need(&spec))?;
+        }
+        self.load()
     }
 }

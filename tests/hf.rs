@@ -555,7 +555,7 @@ fn folders_that_do_not_hold_the_specs_model_are_refused_by_name() {
         (
             "a missing tensor",
             write_single(&without(&good, "model.layers.1.linear_attn.A_log"), Dtype::F32),
-            |e| matches!(e, MissingTensor { tensor, hf } if tensor == "blk.1.ssm_a" && hf == "model.layers.1.linear_attn.A_log"),
+            |e| matches!(e, MissingTensor { tensor, hf, .. } if tensor == "blk.1.ssm_a" && hf == "model.layers.1.linear_attn.A_log"),
         ),
         (
             "a missing head",

@@ -5,12 +5,34 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::engine::Numerics;
+use crate::limits::{self, Budget, MAX_STEPS, MemoryError, Need};
 use crate::source::{ModelSource, SourceError};
+
+/// The exit statuses, as every `--help` ends with them.
+const EXIT: &str = "Exit status: 0 the answer is yes (it agrees, it is accepted, nothing changed); 1 the answer \
+                    is no (a disagreement, an inconclusive check, a refusal, a changed case); 2 nothing could be \
+                    judged (an unreadable or invalid input, a size over its limit, not enough memory, a bad flag). \
+                    A closed stdout ends any command quietly with 0.";
+const EXIT_GRAPH: &str = "Exit status: 0 the graph is printed; 2 the model could not be read or authored.";
+const EXIT_LOWER: &str = "Exit status: 0 the program is printed; 1 the engine refuses the graph (the refusal is \
+                          printed); 2 the model could not be read or authored.";
+const EXIT_RUN: &str = "Exit status: 0 every step ran; 2 the model could not be read, does not fit in memory \
+                        (--max-gib), or a step failed.";
+const EXIT_CHECK: &str = "Exit status: 0 every model checked agrees (a preset of the default list skipped for its \
+                          size is no failure); 1 some model disagrees, is inconclusive or is refused by the \
+                          engine; 2 some model could not be checked (unreadable, invalid, or a model you named \
+                          skipped for its size). Every model gets its row either way.";
+const EXIT_VERDICT: &str = "Exit status: 0 accepted; 1 refused; 2 not judged (unreadable or invalid input; \
+                            with --json a JSON object with `\"error\": \"NotJudged\"` and a `message`).";
+const EXIT_CORPUS: &str = "Exit status: 0 every case has its stated outcome (import: the case is no failure); 1 \
+                           some case changed or fails; 2 the folder or artifact could not be read.";
+const EXIT_EXPLAIN: &str = "Exit status: 0 the case has its stated outcome; 1 it fails or its outcome changed; 2 \
+                            the case file could not be read.";
 
 /// Turns the decode step of a Gated-DeltaNet/attention model into an engine's program, and checks
 /// that the program computes what the step graph says.
 #[derive(Parser, Debug)]
-#[command(name = "stepcheck", version)]
+#[command(name = "stepcheck", version, after_help = EXIT)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -19,19 +41,26 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Print the step graph the author writes for a model (`--fused`: as the engine's shim leaves it).
+    #[command(after_help = EXIT_GRAPH)]
     Graph(GraphArgs),
     /// Print the engine's program for a model, or why it is refused.
+    #[command(after_help = EXIT_LOWER)]
     Lower(LowerArgs),
     /// Decode tokens one by one and print the logits of every step.
+    #[command(after_help = EXIT_RUN)]
     Run(RunArgs),
     /// Author, fuse, lower and compare both interpreters; one line per model (default: every preset).
+    #[command(after_help = EXIT_CHECK)]
     Check(CheckArgs),
     /// Whether the engine runs a model (config.json, model folder or .gguf), and every construct it
     /// has no unit for.
+    #[command(after_help = EXIT_VERDICT)]
     Verdict(VerdictArgs),
     /// The regression corpus: import a fuzz artifact as a case file, or review what changed.
+    #[command(after_help = EXIT_CORPUS)]
     Corpus(CorpusArgs),
     /// Explain a case file: its spec, authored and lowered graphs, program or refusal, and verdict.
+    #[command(after_help = EXIT_EXPLAIN)]
     Explain(ExplainArgs),
 }
 
@@ -84,15 +113,20 @@ pub struct CheckArgs {
     /// The seed of the presets' random weights.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// How many tokens to decode.
-    #[arg(long, default_value_t = 4)]
+    /// How many tokens to decode (at most 65536).
+    #[arg(long, default_value_t = 4, value_parser = parse_steps)]
     pub steps: usize,
     /// Storage types `act[/kv[/state]]`.
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
     pub numerics: Numerics,
-    /// The largest random checkpoint to make, in GiB; larger presets are skipped.
-    #[arg(long, default_value_t = 8.0)]
-    pub max_gib: f64,
+    /// The memory the check may use, in GiB (default: what the machine has: MemAvailable, the
+    /// cgroup's limit, `ulimit -v`); a model that needs more is skipped, with what it needs.
+    #[arg(long, value_parser = parse_gib, allow_hyphen_values = true)]
+    pub max_gib: Option<f64>,
+    /// Print one JSON object: `{"models":[{model, verdict, refusal, commands, max_abs, max_rel,
+    /// tolerance, steps, seconds, detail}, …], "summary":{…}}`.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Which model: a Hugging Face folder or a `.gguf` file, or a preset with seeded random weights.
@@ -120,6 +154,7 @@ impl ModelArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(override_usage = "stepcheck graph [OPTIONS] <MODEL | --preset NAME>")]
 pub struct GraphArgs {
     #[command(flatten)]
     pub model: ModelArgs,
@@ -129,6 +164,7 @@ pub struct GraphArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(override_usage = "stepcheck lower [OPTIONS] <MODEL | --preset NAME>")]
 pub struct LowerArgs {
     #[command(flatten)]
     pub model: ModelArgs,
@@ -141,12 +177,14 @@ pub struct LowerArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(override_usage = "stepcheck run [OPTIONS] --tokens <TOKENS> <MODEL | --preset NAME>")]
 pub struct RunArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// The tokens to decode, comma-separated.
-    #[arg(long, value_delimiter = ',', required = true)]
-    pub tokens: Vec<u32>,
+    /// The tokens to decode, separated by commas and/or spaces (`3,1,4` or `"3, 1, 4"`; at most
+    /// 65536).
+    #[arg(long, required = true, value_parser = parse_tokens)]
+    pub tokens: Tokens,
     /// Print one JSON object `{"tokens":[…],"logits":[[…],…]}`.
     #[arg(long)]
     pub json: bool,
@@ -156,13 +194,22 @@ pub struct RunArgs {
     /// The engine's storage types `act[/kv[/state]]`.
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
     pub numerics: Numerics,
+    /// The memory the run may use, in GiB (default: what the machine has: MemAvailable, the
+    /// cgroup's limit, `ulimit -v`); a model that needs more is refused, with what it needs.
+    #[arg(long, value_parser = parse_gib, allow_hyphen_values = true)]
+    pub max_gib: Option<f64>,
 }
+
+/// A list of tokens, as `--tokens` reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tokens(pub Vec<u32>);
 
 #[derive(Args, Debug)]
 pub struct VerdictArgs {
     /// A `config.json`, a Hugging Face model folder (its `config.json` is read) or a `.gguf` file.
     pub model: PathBuf,
-    /// Print one JSON object `{"accepted":…,"error":…,"reasons":[…]}`.
+    /// Print one JSON object `{"accepted":…,"error":…,"reasons":[…]}`; when the model cannot be
+    /// judged, `{"accepted":null,"error":"NotJudged","reasons":[],"message":…}`.
     #[arg(long)]
     pub json: bool,
     /// The engine's storage types `act[/kv[/state]]`.
@@ -170,6 +217,75 @@ pub struct VerdictArgs {
     pub numerics: Numerics,
 }
 
+/// Reads `--steps`: a count of at most [`MAX_STEPS`].
+pub fn parse_steps(s: &str) -> Result<usize, String> {
+    limits::parse_count("`--steps`", s, MAX_STEPS)
+}
+
+/// Reads `--tokens`: token ids separated by commas, spaces or both, at most [`MAX_STEPS`] of them.
+pub fn parse_tokens(s: &str) -> Result<Tokens, String> {
+    let words: Vec<&str> = s.split(|c: char| c == ',' || c.is_whitespace()).filter(|w| !w.is_empty()).collect();
+    limits::at_most("`--tokens` (its count)", words.len() as u128, MAX_STEPS as u128).map_err(|e| e.to_string())?;
+    if words.is_empty() {
+        return Err("no token: give at least one, e.g. `--tokens 3,1,4`".into());
+    }
+    let ids =
+        words.iter().map(|w| w.parse::<u32>().map_err(|_| format!("{w:?} is not a token id (0 to {})", u32::MAX)));
+    Ok(Tokens(ids.collect::<Result<_, _>>()?))
+}
+
+/// Reads `--max-gib` (see [`limits::parse_gib`]).
+pub fn parse_gib(s: &str) -> Result<f64, String> {
+    limits::parse_gib(s)
+}
+
+/// The size checks of a parsed command line, without running it: for a preset, whether the memory
+/// it needs fits what `--max-gib` allows (flags themselves are checked while they are parsed). It
+/// reads no file and allocates nothing from a size; the `cli_args` fuzz target calls it.
+pub fn check_sizes(cli: &Cli) -> Result<(), MemoryError> {
+    // `run` holds one checkpoint; `check` a second, perturbed one under a reduced storage type.
+    let fits = |preset: &str, steps: usize, copies: u32, max_gib: Option<f64>| match (
+        crate::model::presets::preset(preset),
+        max_gib,
+    ) {
+        (Some(spec), Some(g)) => {
+            Budget::new(Some(g)).map_or(Ok(()), |b| b.admit(preset, &Need::of(&spec, steps, copies)))
+        }
+        _ => Ok(()),
+    };
+    match &cli.command {
+        Command::Run(a) => a.model.preset.as_deref().map_or(Ok(()), |p| fits(p, a.tokens.0.len(), 1, a.max_gib)),
+        Command::Check(a) => {
+            let copies = if crate::check::perturbation(a.numerics).is_some() { 2 } else { 1 };
+            a.preset.iter().try_for_each(|p| fits(p, a.steps, copies, a.max_gib))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub fn parse_numerics(s: &str) -> Result<Numerics, String> {
     Numerics::parse(s).ok_or_else(|| format!("{s:?} is not act[/kv[/state]] of f32, bf16, f16"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_read_with_commas_or_spaces_and_counted_against_their_limit() {
+        assert_eq!(parse_tokens("3,1,4"), Ok(Tokens(vec![3, 1, 4])));
+        assert_eq!(parse_tokens(" 3, 1 4 ,"), Ok(Tokens(vec![3, 1, 4])));
+        assert!(parse_tokens("").is_err() && parse_tokens("1,-2").is_err() && parse_tokens("4294967296").is_err());
+        let e = parse_tokens(&"1,".repeat(MAX_STEPS + 1)).expect_err("too many");
+        assert_eq!(e, format!("`--tokens` (its count) is {}, the limit is {MAX_STEPS}", MAX_STEPS + 1));
+    }
+
+    #[test]
+    fn check_sizes_refuses_a_preset_over_max_gib_without_running_it() {
+        let cli = |args: &[&str]| Cli::try_parse_from(["stepcheck"].iter().chain(args)).expect("parses");
+        let e = check_sizes(&cli(&["run", "--preset", "qwen3.5-9b-style", "--tokens", "1", "--max-gib", "4"]));
+        assert!(e.is_err_and(|e| e.to_string().starts_with("qwen3.5-9b-style needs about 33.")));
+        assert!(check_sizes(&cli(&["check", "--preset", "tiny", "--max-gib", "1"])).is_ok());
+        assert!(check_sizes(&cli(&["check", "--preset", "small", "--max-gib", "0.001"])).is_err());
+    }
 }

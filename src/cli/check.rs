@@ -1,67 +1,219 @@
-//! `stepcheck check`, the main job: author, fuse, lower and compare both interpreters, one line per
+//! `stepcheck check`, the main job: author, fuse, lower and compare both interpreters, one row per
 //! model.
+//!
+//! Every model gets its row, whatever happens to it: `agree`, `disagree`, `inconclusive`,
+//! `refused NAME` (the engine's refusal, or the reader's, by name) or `skipped` (with why). One
+//! refused or unreadable model does not stop the ones after it. The table is followed by a legend
+//! (what each column measures, the tolerance that applied) and a summary line; `--json` prints the
+//! same rows as one JSON object. Before a weight is made or read, the memory the model needs is
+//! estimated and compared with what the command may use (`--max-gib`, or what the machine has).
 
 use std::process::ExitCode;
 use std::time::Instant;
 
+use serde::Serialize;
+
 use super::CliError;
 use super::args::CheckArgs;
-use crate::check::{Verdict, compare};
+use super::progress::Progress;
+use crate::check::{Verdict, compare, perturbation, tolerance};
 use crate::engine::{lower::lower_graph, shim::EngineShim};
-use crate::model::{author::decode_step, layout::layout, presets};
+use crate::limits::{Budget, Need};
+use crate::model::{author::decode_step, presets};
 use crate::source::ModelSource;
 
+/// One model's row. A column is a field here and an entry of [`COLUMNS`]; a new column takes one
+/// of each.
+#[derive(Clone, Debug, Default, Serialize)]
+struct Row {
+    model: String,
+    /// `agree`, `disagree`, `inconclusive`, `refused` or `skipped`.
+    verdict: &'static str,
+    /// The refusal's name, for `refused`.
+    refusal: Option<String>,
+    /// The program's command count, once lowered.
+    commands: Option<usize>,
+    /// For `agree`: the largest absolute difference between the interpreters.
+    max_abs: Option<f64>,
+    /// For `agree`: the largest difference relative to its tensor's scale.
+    max_rel: Option<f64>,
+    /// The relative tolerance that applied.
+    tolerance: Option<f64>,
+    /// The steps compared.
+    steps: Option<usize>,
+    seconds: f64,
+    /// The witness, the refusal's message or why the model was skipped.
+    detail: String,
+    /// The exit status this row asks for (0, 1 or 2).
+    #[serde(skip)]
+    exit: u8,
+}
+
+/// The table's columns: a header, its width, and the cell of a row.
+type Column = (&'static str, usize, fn(&Row) -> String);
+
+const COLUMNS: &[Column] = &[
+    ("verdict", 22, |r| match &r.refusal {
+        Some(name) => format!("{} {name}", r.verdict),
+        None => r.verdict.to_string(),
+    }),
+    ("commands", 8, |r| r.commands.map_or("-".into(), |c| c.to_string())),
+    ("max abs", 9, |r| r.max_abs.map_or("-".into(), |x| format!("{x:.2e}"))),
+    ("max rel", 9, |r| r.max_rel.map_or("-".into(), |x| format!("{x:.2e}"))),
+    ("tol", 8, |r| r.tolerance.map_or("-".into(), |x| format!("{x:.1e}"))),
+    ("time", 8, |r| format!("{:.1}s", r.seconds)),
+];
+
+/// What the columns measure, printed under the table.
+const LEGEND: &str = "\
+verdicts: agree (every value within tolerance), disagree (the value out of tolerance: step, tensor,
+  index, both values), inconclusive (the reference is not finite, so nothing is concluded), refused
+  NAME (the engine, or the reader of the model, refuses it by name), skipped (why, e.g. its size).
+max abs: the largest |engine - reference| over the logits of every step and the state carried after
+  the last one. max rel: that difference divided by its tensor's scale, max(1, max |reference|).
+tol: the largest max rel that agrees: 1e-4 with f32 storage; with a reduced storage type, 4 times
+  how far the reference itself moves when its checkpoint is perturbed by that type's roundoff.";
+
 pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
-    let mut sources: Vec<ModelSource> = a.models.iter().map(|p| ModelSource::from_path(p)).collect::<Result<_, _>>()?;
-    sources.extend(a.preset.iter().map(|n| ModelSource::preset(n, a.seed)));
-    if sources.is_empty() {
-        sources = presets::PRESETS.iter().map(|n| ModelSource::preset(n, a.seed)).collect();
+    let explicit = !a.models.is_empty() || !a.preset.is_empty();
+    let mut sources: Vec<Result<ModelSource, (String, String, String)>> = (a.models.iter())
+        .map(|p| ModelSource::from_path(p).map_err(|e| (p.display().to_string(), e.name().to_string(), e.to_string())))
+        .collect();
+    sources.extend(a.preset.iter().map(|n| Ok(ModelSource::preset(n, a.seed))));
+    if !explicit {
+        sources = presets::PRESETS.iter().map(|n| Ok(ModelSource::preset(n, a.seed))).collect();
     }
-    let w = sources.iter().map(|s| s.label().len()).max().unwrap_or(5).max(5);
-    outln!("{:<w$} {:<13} {:>8}  {:>9}  {:>9}  {:>8}", "model", "verdict", "commands", "max abs", "max rel", "time");
-    let mut failed = false;
-    for source in &sources {
+    let labels: Vec<String> = sources.iter().map(|s| s.as_ref().map_or_else(|e| e.0.clone(), |s| s.label())).collect();
+    let w = labels.iter().map(String::len).max().unwrap_or(5).max(5);
+    let budget = Budget::new(a.max_gib);
+    let progress = Progress::new();
+    if !a.json {
+        let mut header = format!("{:<w$}", "model");
+        for (name, width, _) in COLUMNS {
+            header += &format!("  {name:<width$}");
+        }
+        outln!("{}", header.trim_end());
+    }
+    let mut rows = vec![];
+    for (source, label) in sources.iter().zip(&labels) {
         let t0 = Instant::now();
-        let label = source.label();
-        if let ModelSource::Preset { name, .. } = source {
-            let spec = source.spec()?;
-            let gib = layout(&spec).iter().map(|t| t.shape.iter().product::<usize>()).sum::<usize>() as f64 * 4.0
-                / (1u64 << 30) as f64;
-            if gib > a.max_gib {
-                outln!(
-                    "{name:<w$} {:<13} skipped: its random checkpoint takes {gib:.1} GiB (--max-gib {})",
-                    "-",
-                    a.max_gib
-                );
-                continue;
+        let mut row = match source {
+            Ok(source) => check_one(&a, source, budget.as_ref(), explicit, &progress),
+            Err((_, name, why)) => refused(name, why.clone(), 2),
+        };
+        row.model = label.clone();
+        row.seconds = t0.elapsed().as_secs_f64();
+        progress.clear();
+        if !a.json {
+            let mut line = format!("{:<w$}", row.model);
+            for (_, width, cell) in COLUMNS {
+                line += &format!("  {:<width$}", cell(&row));
+            }
+            outln!("{}", line.trim_end());
+            if !row.detail.is_empty() && row.verdict != "agree" {
+                outln!("{:<w$}  {}", "", row.detail);
             }
         }
-        eprintln!("{label}: loading");
-        let (spec, ckpt) = source.load()?;
-        eprintln!("{label}: {} values in {:.1?}; lowering", ckpt.numel(), t0.elapsed());
-        let graph = EngineShim::default().prepare(&decode_step(&spec)?);
-        let program = match lower_graph(&graph, a.numerics) {
-            Ok(p) => p,
-            Err(e) => {
-                outln!("{label:<w$} {:<13} {e}", format!("refused:{}", e.name()));
-                failed = true;
-                continue;
-            }
-        };
-        let commands: usize = program.blocks.iter().map(|b| b.commands.len()).sum();
-        let tokens: Vec<u32> = (0..a.steps).map(|i| ((i * 7919 + 11) % spec.vocab.max(1)) as u32).collect();
-        eprintln!("{label}: comparing {} steps", tokens.len());
-        let verdict = compare(&graph, &program, &ckpt, &tokens)?;
-        let time = format!("{:.1?}", t0.elapsed());
-        match &verdict {
-            Verdict::Agree { max_abs, max_rel, .. } => {
-                outln!("{label:<w$} {:<13} {commands:>8}  {max_abs:>9.2e}  {max_rel:>9.2e}  {time:>8}", "agree")
-            }
-            other => {
-                failed = true;
-                outln!("{label:<w$} {:<13} {commands:>8}  {other}  {time}", other.name())
-            }
+        rows.push(row);
+    }
+    let count = |v: &str| rows.iter().filter(|r| r.verdict == v).count();
+    let summary = format!(
+        "{} models: {} agree, {} disagree, {} inconclusive, {} refused, {} skipped",
+        rows.len(),
+        count("agree"),
+        count("disagree"),
+        count("inconclusive"),
+        count("refused"),
+        count("skipped")
+    );
+    let exit = rows.iter().map(|r| r.exit).max().unwrap_or(0);
+    if a.json {
+        let json = serde_json::json!({
+            "models": rows,
+            "summary": {
+                "models": rows.len(),
+                "agree": count("agree"),
+                "disagree": count("disagree"),
+                "inconclusive": count("inconclusive"),
+                "refused": count("refused"),
+                "skipped": count("skipped"),
+                "exit": exit,
+            },
+        });
+        outln!("{json}");
+    } else {
+        outln!("\n{LEGEND}\n\n{summary}");
+        if exit != 0 {
+            outln!(
+                "next: `stepcheck lower MODEL` shows a refusal in full; `stepcheck run MODEL --tokens …` the logits; \
+                 `--max-gib` lets a skipped model run"
+            );
         }
     }
-    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(ExitCode::from(exit))
+}
+
+/// A `refused` row: the refusal's name and message, and its exit status.
+fn refused(name: &str, detail: String, exit: u8) -> Row {
+    Row { verdict: "refused", refusal: Some(name.to_string()), detail, exit, ..Row::default() }
+}
+
+/// The row of one model: read its spec, admit its memory, load, lower, compare.
+fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, explicit: bool, p: &Progress) -> Row {
+    let label = source.label();
+    p.show(&format!("{label}: reading its spec"));
+    let spec = match source.spec() {
+        Ok(s) => s,
+        Err(e) => return refused(e.name(), e.to_string(), 2),
+    };
+    let copies = if perturbation(a.numerics).is_some() { 2 } else { 1 };
+    if let Some(b) = budget
+        && let Err(e) = b.admit(&label, &Need::of(&spec, a.steps, copies))
+    {
+        // A model the user named must be checked: skipping it is a failure to check it.
+        return Row { verdict: "skipped", detail: e.to_string(), exit: if explicit { 2 } else { 0 }, ..Row::default() };
+    }
+    p.show(&format!("{label}: loading its weights"));
+    let (spec, ckpt) = match source.load() {
+        Ok(x) => x,
+        Err(e) => return refused(e.name(), e.to_string(), 2),
+    };
+    p.show(&format!("{label}: lowering"));
+    let graph = match decode_step(&spec) {
+        Ok(g) => EngineShim::default().prepare(&g),
+        Err(e) => return refused("Author", e.to_string(), 2),
+    };
+    let program = match lower_graph(&graph, a.numerics) {
+        Ok(p) => p,
+        Err(e) => return refused(e.name(), e.to_string(), 1),
+    };
+    let commands = Some(program.blocks.iter().map(|b| b.commands.len()).sum());
+    let tokens: Vec<u32> = (0..a.steps).map(|i| ((i * 7919 + 11) % spec.vocab.max(1)) as u32).collect();
+    p.show(&format!("{label}: comparing {} steps", tokens.len()));
+    let verdict = match compare(&graph, &program, &ckpt, &tokens) {
+        Ok(v) => v,
+        Err(e) => return Row { commands, ..refused("Check", e.to_string(), 2) },
+    };
+    let steps = Some(tokens.len());
+    match verdict {
+        Verdict::Agree { max_abs, max_rel, tolerance, steps, .. } => Row {
+            verdict: "agree",
+            commands,
+            max_abs: Some(max_abs),
+            max_rel: Some(max_rel),
+            tolerance: Some(tolerance),
+            steps: Some(steps),
+            ..Row::default()
+        },
+        other => Row {
+            verdict: other.name(),
+            commands,
+            steps,
+            // The tolerance of a reduced type is measured inside `compare`; the witness carries it.
+            tolerance: (copies == 1).then(|| tolerance(None)),
+            detail: other.to_string(),
+            exit: 1,
+            ..Row::default()
+        },
+    }
 }

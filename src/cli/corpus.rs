@@ -12,6 +12,7 @@ use super::args::{CorpusArgs, CorpusCommand};
 use crate::r#gen::Case;
 use crate::r#gen::file::{CaseFile, PLACEHOLDER};
 use crate::r#gen::oracle::judge;
+use crate::limits::{MAX_CASE_FILE_BYTES, read_text};
 
 pub fn corpus(a: CorpusArgs) -> Result<ExitCode, CliError> {
     match a.command {
@@ -21,6 +22,14 @@ pub fn corpus(a: CorpusArgs) -> Result<ExitCode, CliError> {
 }
 
 fn import(artifact: &Path, out: Option<&Path>) -> Result<ExitCode, CliError> {
+    let size = std::fs::metadata(artifact).map_err(|e| format!("{}: {e}", artifact.display()))?.len();
+    if size > MAX_CASE_FILE_BYTES {
+        return Err(format!(
+            "{}: {size} bytes; the limit for an artifact is {MAX_CASE_FILE_BYTES}",
+            artifact.display()
+        )
+        .into());
+    }
     let bytes = std::fs::read(artifact).map_err(|e| format!("{}: {e}", artifact.display()))?;
     let case = Case::from_bytes(&bytes).ok_or_else(|| format!("{}: empty input, no case", artifact.display()))?;
     let j = judge(&case);
@@ -37,9 +46,9 @@ fn import(artifact: &Path, out: Option<&Path>) -> Result<ExitCode, CliError> {
     match out {
         Some(path) => {
             std::fs::write(path, file.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
-            eprintln!("{}: {}", path.display(), j.outcome_line());
+            errln!("{}: {}", path.display(), j.outcome_line());
         }
-        None => print!("{file}"),
+        None => out!("{file}"),
     }
     Ok(if j.is_failure() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
@@ -60,27 +69,28 @@ fn review(dir: &Path) -> Result<ExitCode, CliError> {
     paths.sort();
     let mut changed = vec![];
     for path in &paths {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let (expected, now) = match CaseFile::parse(&text) {
-            Err(e) => ("a case file".to_string(), format!("unreadable: {e}")),
-            Ok(file) => {
-                let j = judge(&file.case);
-                let mut now = j.outcome_line();
-                if j.is_failure() && file.outcome.as_deref() == Some(now.as_str()) {
-                    now = format!("{now} ({})", j.to_string().lines().next().unwrap_or_default());
+        // A file that cannot be read or parsed gets its row; the files after it are still run.
+        let (expected, now) =
+            match read_text(path, MAX_CASE_FILE_BYTES).and_then(|t| CaseFile::parse(&t).map_err(|e| e.to_string())) {
+                Err(e) => ("a case file".to_string(), format!("unreadable: {e}")),
+                Ok(file) => {
+                    let j = judge(&file.case);
+                    let mut now = j.outcome_line();
+                    if j.is_failure() && file.outcome.as_deref() == Some(now.as_str()) {
+                        now = format!("{now} ({})", j.to_string().lines().next().unwrap_or_default());
+                    }
+                    (file.outcome.unwrap_or_else(|| "(no outcome line)".into()), now)
                 }
-                (file.outcome.unwrap_or_else(|| "(no outcome line)".into()), now)
-            }
-        };
+            };
         if expected != now {
             changed.push(Changed { path: path.clone(), expected, now });
         }
     }
     for c in &changed {
-        println!("{}", c.path.display());
-        print!("{}", side_by_side(&c.expected, &c.now));
+        outln!("{}", c.path.display());
+        out!("{}", side_by_side(&c.expected, &c.now));
     }
-    println!("{} cases, {} changed", paths.len(), changed.len());
+    outln!("{} cases, {} changed", paths.len(), changed.len());
     Ok(if changed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 

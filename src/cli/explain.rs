@@ -7,64 +7,66 @@ use super::args::ExplainArgs;
 use crate::r#gen::file::CaseFile;
 use crate::r#gen::oracle::{judge, trace};
 use crate::r#gen::{Input, Outcome};
+use crate::limits::{MAX_CASE_FILE_BYTES, read_text};
 
 /// Prints the case (its spec or given graph, mutation, shim, numerics), the authored graph, the
 /// graph `lower_graph` reads (mutated and fused), the program or the refusal, the outcomes the case
 /// allows, and the oracle's judgement with its witness. Exits 1 when the judgement is a failure
 /// or the outcome differs from the file's.
 pub fn explain(a: ExplainArgs) -> Result<ExitCode, CliError> {
-    let text = std::fs::read_to_string(&a.case).map_err(|e| format!("{}: {e}", a.case.display()))?;
+    let text = read_text(&a.case, MAX_CASE_FILE_BYTES)?;
     let file = CaseFile::parse(&text).map_err(|e| format!("{}: {e}", a.case.display()))?;
     let case = &file.case;
-    section("case");
+    section("case")?;
     for c in &file.comment {
-        println!("; {c}");
+        outln!("; {c}");
     }
     match &case.input {
-        Input::Spec(spec) => println!("spec {}", serde_json::to_string_pretty(spec)?),
+        Input::Spec(spec) => outln!("spec {}", serde_json::to_string_pretty(spec)?),
         Input::Graph { spec, .. } => {
-            println!("a graph, as given{}", if spec.is_some() { ", on the spec's checkpoint" } else { "" })
+            outln!("a graph, as given{}", if spec.is_some() { ", on the spec's checkpoint" } else { "" })
         }
     }
     if let Some(m) = &case.mutation {
-        println!("mutation {m}");
+        outln!("mutation {m}");
     }
-    println!("shim: {}", case.shim().symbols().map(|s| s.name()).collect::<Vec<_>>().join(", "));
-    println!("numerics {}, seed {}, tokens {:?}", case.numerics, case.seed, case.tokens());
+    outln!("shim: {}", case.shim().symbols().map(|s| s.name()).collect::<Vec<_>>().join(", "));
+    outln!("numerics {}, seed {}, tokens {:?}", case.numerics, case.seed, case.tokens());
     let t = trace(case)?;
     if let Some(g) = &t.authored {
-        section("authored graph");
-        print!("{g}");
+        section("authored graph")?;
+        out!("{g}");
     }
-    section("graph lowered (mutated, fused)");
-    print!("{}", t.fused);
+    section("graph lowered (mutated, fused)")?;
+    out!("{}", t.fused);
     match &t.lowered {
         Ok(p) => {
-            section("program");
-            print!("{p}");
+            section("program")?;
+            out!("{p}");
         }
         Err(e) => {
-            section("refused");
-            println!("{}: {e}", Outcome::refused(e));
+            section("refused")?;
+            outln!("{}: {e}", Outcome::refused(e));
         }
     }
-    section("verdict");
+    section("verdict")?;
     match case.expected() {
-        Some(e) => println!("the case allows: {e}"),
-        None => println!("the case allows any outcome (it states it in its outcome line)"),
+        Some(e) => outln!("the case allows: {e}"),
+        None => outln!("the case allows any outcome (it states it in its outcome line)"),
     }
     let j = judge(case);
-    println!("{j}");
+    outln!("{j}");
     let stated = file.outcome.as_deref().unwrap_or("(no outcome line)");
     let now = j.outcome_line();
     if stated == now {
-        println!("the file's outcome: {stated} (unchanged)");
+        outln!("the file's outcome: {stated} (unchanged)");
     } else {
-        println!("the file's outcome: {stated}\nnow:                {now}");
+        outln!("the file's outcome: {stated}\nnow:                {now}");
     }
     Ok(if j.is_failure() || stated != now { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-fn section(title: &str) {
-    println!("\n== {title}");
+fn section(title: &str) -> Result<(), CliError> {
+    outln!("\n== {title}");
+    Ok(())
 }

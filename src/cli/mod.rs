@@ -1,4 +1,10 @@
 //! The command line: `graph`, `lower`, `run`, `check`, `verdict`, `corpus` and `explain`.
+//!
+//! What a command answers goes to stdout; progress goes to stderr, as one updating line and only
+//! when stderr is a terminal. A closed stdout (`stepcheck explain CASE | head -3`) ends the command
+//! quietly with exit status 0: the reader has what it asked for, and no panic or error is shown.
+//! Every size read from a flag is checked against its limit (`crate::limits`) while the flags are
+//! parsed, before anything is allocated from it.
 
 /// Writes to stdout, returning the error (a closed pipe ends the command quietly).
 macro_rules! out {
@@ -16,20 +22,30 @@ macro_rules! outln {
     }};
 }
 
+/// Writes a line to stderr, ignoring a closed stderr (`eprintln!` would panic on one).
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
 mod args;
 mod check;
 mod corpus;
 mod explain;
 mod graph;
 mod lower;
+mod progress;
 mod run;
 mod verdict;
 
 use std::process::ExitCode;
 
-pub use args::{Cli, Command, ModelArgs};
+pub use args::{Cli, Command, ModelArgs, check_sizes};
 
-/// Runs one command; what it prints goes to stdout, progress and timings to stderr.
+/// Runs one command; what it prints goes to stdout, progress to stderr. A closed stdout ends it
+/// with exit status 0; any other error is printed as `error: …` with exit status 2.
 pub fn main(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Graph(a) => graph::graph(a),
@@ -42,14 +58,17 @@ pub fn main(cli: Cli) -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {
-            ExitCode::SUCCESS
-        }
+        Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             ExitCode::from(2)
         }
     }
+}
+
+/// Whether `e` is a write to a closed pipe.
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 /// An error of a command, as the user reads it.

@@ -1,12 +1,18 @@
-//! `stepcheck run`: decode tokens one by one and print the logits of every step.
+//! `stepcheck run`: decode tokens one by one and print, for every step, the argmax and the top 5
+//! logits (`--json`: every logit).
+//!
+//! Before a weight is made or read, the memory the run needs is estimated and compared with what it
+//! may use (`--max-gib`, or what the machine has), as `check` does: a model too large is refused
+//! with what it needs, never by an allocation that aborts.
 
 use std::process::ExitCode;
-use std::time::Instant;
 
 use super::CliError;
 use super::args::{Interp, RunArgs};
+use super::progress::Progress;
 use crate::engine::{EngineRunner, lower::lower_graph, shim::EngineShim};
 use crate::ir::interp::Runner;
+use crate::limits::{Budget, Need};
 use crate::model::author::decode_step;
 use crate::model::gguf::gguf_model;
 use crate::source::ModelSource;
@@ -26,16 +32,22 @@ impl Stepper<'_> {
     }
 }
 
+/// How many of the largest logits a step's line shows.
+const TOP: usize = 5;
+
 pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
-    let t0 = Instant::now();
+    let tokens = &a.tokens.0;
+    let progress = Progress::new();
     let source = a.model.source()?;
-    let (spec, ckpt) = source.load()?;
-    eprintln!("checkpoint: {} values in {:.2?}", ckpt.numel(), t0.elapsed());
+    progress.show(&format!("{}: loading", source.label()));
+    let budget = Budget::new(a.max_gib);
+    let (spec, ckpt) = source.load_within(budget.as_ref(), |spec| Need::of(spec, tokens.len(), 1))?;
     if let ModelSource::Gguf(path) = &source {
         let m = gguf_model(path)?;
-        eprintln!("tensor types: {}", m.types);
+        progress.clear();
+        errln!("tensor types: {}", m.types);
         if let Some(mtp) = &m.mtp {
-            eprintln!("{mtp}");
+            errln!("{mtp}");
         }
     }
     let graph = decode_step(&spec)?;
@@ -43,23 +55,45 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         Interp::Reference => Stepper::Reference(Box::new(Runner::new(&graph, &ckpt)?)),
         Interp::Engine => {
             let program = lower_graph(&EngineShim::default().prepare(&graph), a.numerics)?;
-            Stepper::Engine(Box::new(EngineRunner::new(&program, &ckpt, a.tokens.len().max(1))?))
+            Stepper::Engine(Box::new(EngineRunner::new(&program, &ckpt, tokens.len().max(1))?))
         }
     };
     let mut logits = vec![];
-    for (i, &t) in a.tokens.iter().enumerate() {
-        let t1 = Instant::now();
-        let l = runner.step(t)?;
-        eprintln!("step {i} (token {t}): {:.2?}", t1.elapsed());
-        logits.push(l);
+    for (i, &t) in tokens.iter().enumerate() {
+        progress.show(&format!("step {}/{} (token {t})", i + 1, tokens.len()));
+        logits.push(runner.step(t)?);
     }
+    progress.clear();
     if a.json {
-        outln!("{}", serde_json::json!({ "tokens": a.tokens, "logits": logits }));
+        outln!("{}", serde_json::json!({ "tokens": tokens, "logits": logits }));
     } else {
-        for (t, l) in a.tokens.iter().zip(&logits) {
-            let shown: Vec<String> = l.iter().take(8).map(|x| format!("{x:.6}")).collect();
-            outln!("token {t}: [{}{}]", shown.join(", "), if l.len() > 8 { ", …" } else { "" });
+        for (step, (t, l)) in tokens.iter().zip(&logits).enumerate() {
+            let top = top_k(l, TOP);
+            let shown: Vec<String> = top.iter().map(|&(i, x)| format!("{i} ({x:.6})")).collect();
+            let argmax = top.first().map_or("-".into(), |(i, _)| i.to_string());
+            outln!("step {step}, token {t}: argmax {argmax}; top {}: {}", top.len(), shown.join(", "));
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `k` largest logits with their indices, largest first; ties go to the lower index, and NaN
+/// sorts below every number.
+fn top_k(logits: &[f64], k: usize) -> Vec<(usize, f64)> {
+    let mut all: Vec<(usize, f64)> = logits.iter().copied().enumerate().collect();
+    let key = |x: f64| if x.is_nan() { f64::NEG_INFINITY } else { x };
+    all.sort_by(|a, b| key(b.1).total_cmp(&key(a.1)).then(a.0.cmp(&b.0)));
+    all.truncate(k);
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::top_k;
+
+    #[test]
+    fn top_k_is_largest_first_with_ties_to_the_lower_index() {
+        assert_eq!(top_k(&[1.0, 3.0, f64::NAN, 3.0, -1.0], 3), vec![(1, 3.0), (3, 3.0), (0, 1.0)]);
+        assert_eq!(top_k(&[2.0], 5), vec![(0, 2.0)]);
+    }
 }

@@ -1,7 +1,9 @@
 //! `stepcheck verdict`: whether the engine runs a model, and every construct it has no unit for.
 //!
 //! The model is read from its `config.json` (given, or in a model folder) or from a GGUF file's
-//! metadata; no weights are read. Exit status 0 means accepted, 1 refused, 2 not judged.
+//! metadata; no weights are read. Exit status 0 means accepted, 1 refused, 2 not judged; with
+//! `--json`, a model that cannot be judged still gets one JSON object, whose `error` is
+//! `NotJudged` and whose `message` says why.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -13,10 +15,18 @@ use super::args::VerdictArgs;
 use crate::admission::{Admission, admit_config_json, admit_spec};
 use crate::formats::gguf::GgufFile;
 use crate::model::gguf::{GgufModel, read_gguf};
+use crate::model::hf::{MAX_CONFIG_BYTES, read_bounded};
 
 pub fn verdict(a: VerdictArgs) -> Result<ExitCode, CliError> {
-    let admission = admission_of(&a)?;
-    Ok(if admission.accepted() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    match admission_of(&a) {
+        Ok(admission) => Ok(if admission.accepted() { ExitCode::SUCCESS } else { ExitCode::from(1) }),
+        Err(e) if a.json && !super::is_broken_pipe(e.as_ref()) => {
+            let message = e.to_string();
+            outln!("{}", json!({ "accepted": null, "error": "NotJudged", "reasons": [], "message": message }));
+            Ok(ExitCode::from(2))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 fn admission_of(a: &VerdictArgs) -> Result<Admission, CliError> {
@@ -24,17 +34,21 @@ fn admission_of(a: &VerdictArgs) -> Result<Admission, CliError> {
     let name = path.file_stem().map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned());
     let mut gguf = None;
     let admission = if path.extension().is_some_and(|e| e == "gguf") {
-        let file = GgufFile::open(path)?;
-        let model = read_gguf(file.info())?;
-        let admission = admit_spec(&model.spec, a.numerics)?;
+        let at = |e: &dyn std::fmt::Display| {
+            let (p, e) = (path.display().to_string(), e.to_string());
+            if e.contains(&p) { e } else { format!("{p}: {e}") }
+        };
+        let file = GgufFile::open(path).map_err(|e| at(&e))?;
+        let model = read_gguf(file.info()).map_err(|e| at(&e))?;
+        let admission = admit_spec(&model.spec, a.numerics).map_err(|e| at(&e))?;
         gguf = Some(model);
         admission
     } else {
         let config = if path.is_dir() { path.join("config.json") } else { path.to_path_buf() };
-        let text = std::fs::read_to_string(&config).map_err(|e| format!("{}: {e}", config.display()))?;
+        let text = read_bounded(&config, MAX_CONFIG_BYTES)?;
         let name =
             if path.is_dir() { path.file_name().map_or(name.clone(), |n| n.to_string_lossy().into()) } else { name };
-        admit_config_json(&text, &name, a.numerics)?
+        admit_config_json(&text, &name, a.numerics).map_err(|e| format!("{}: {e}", config.display()))?
     };
     if a.json {
         let mut v = json!({

@@ -21,6 +21,10 @@
 //! checkpoint. `mutation` takes the mutation's one-line text form. `shim without SYMBOL`,
 //! `numerics ACT[/KV[/STATE]]`, `seed N` and `steps N` default to the engine's shim, f32, 0 and 4.
 //! Blank lines are skipped.
+//!
+//! Every size is checked before anything is made from it (`crate::limits`): `steps` is at most
+//! `MAX_STEPS`, and a spec's sizes, layer count and checkpoint are under their limits, so a case
+//! file cannot make the oracle allocate without bound.
 
 use std::fmt;
 
@@ -30,6 +34,7 @@ use super::outcome::Outcome;
 use crate::engine::Numerics;
 use crate::fuse::Symbol;
 use crate::ir::parse_graph;
+use crate::limits;
 use crate::model::ModelSpec;
 
 /// The comment `stepcheck corpus import` writes where the reviewer's prose goes; the corpus test
@@ -84,7 +89,9 @@ impl CaseFile {
                 let json = &rest[from..];
                 let mut values = serde_json::Deserializer::from_str(json).into_iter::<ModelSpec>();
                 let s = values.next().ok_or_else(|| err("'spec' without a spec".into()))?;
-                spec = Some(s.map_err(|e| err(format!("the spec: {e}")))?);
+                let s = s.map_err(|e| err(format!("the spec: {e}")))?;
+                limits::check_spec(&s, limits::MAX_CASE_VALUES).map_err(|e| err(format!("the spec: {e}")))?;
+                spec = Some(s);
                 let used = &json[..values.byte_offset()];
                 line += used.matches('\n').count();
                 let after = &json[values.byte_offset()..];
@@ -126,11 +133,15 @@ impl CaseFile {
             } else if word == "seed" {
                 seed = arg.parse().map_err(|_| err(format!("{arg:?} is not a seed")))?;
             } else if word == "steps" {
-                steps = arg.parse().map_err(|_| err(format!("{arg:?} is not a step count")))?;
+                steps = limits::parse_count("field `steps`", arg, limits::MAX_STEPS).map_err(err)?;
             } else {
                 return Err(err(format!("{word:?} is not spec, graph, mutation, shim, numerics, seed or steps")));
             }
             rest = next;
+        }
+        if let Some(g) = &graph {
+            limits::check_graph(g, steps, limits::MAX_CASE_VALUES)
+                .map_err(|e| FileError { line, why: e.to_string() })?;
         }
         let input = match (spec, graph) {
             (Some(spec), None) => Input::Spec(spec),

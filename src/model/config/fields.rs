@@ -88,7 +88,7 @@ impl<'a> Fields<'a> {
 
     /// Number field `key`, if present.
     pub fn number(&self, key: &str) -> Result<Option<f64>, ConfigError> {
-        self.optional(key, Value::as_f64, "a number")
+        self.optional(key, number_of, "a number")
     }
 
     /// Boolean field `key`, if present.
@@ -146,6 +146,14 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// A JSON number, or one of Python's non-finite numbers as the reader marks them.
+pub fn number_of(v: &Value) -> Option<f64> {
+    v.as_f64().or_else(|| {
+        let s = v.as_str()?;
+        super::read::NON_FINITE.iter().find(|(w, ..)| s.strip_prefix('\0') == Some(w)).map(|&(.., x)| x)
+    })
+}
+
 pub fn wrong_type(field: String, expected: &'static str, found: &Value) -> ConfigError {
     ConfigError::WrongType { field, expected, found: describe(found) }
 }
@@ -156,6 +164,7 @@ pub fn describe(v: &Value) -> String {
         Value::Null => return "null".into(),
         Value::Bool(b) => return b.to_string(),
         Value::Number(_) => "the number",
+        Value::String(s) if s.starts_with('\0') => return format!("the number {}", &s[1..]),
         Value::String(_) => "the string",
         Value::Array(a) => return format!("an array of {} entries", a.len()),
         Value::Object(_) => return "an object".into(),

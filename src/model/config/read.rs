@@ -35,7 +35,7 @@ enum Kind {
 }
 
 pub fn read(text: &str, name: &str) -> Result<ConfigReading, ConfigError> {
-    let root: Value = serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
+    let root = parse(text)?;
     let root = Fields::object(&root, "", "(the config)")?;
     let model_type = root.required("model_type", Fields::str_of, "a string")?;
     let (family, src) = family_of(&root, model_type)?;
@@ -43,10 +43,67 @@ pub fn read(text: &str, name: &str) -> Result<ConfigReading, ConfigError> {
 }
 
 pub fn family(text: &str) -> Result<&'static str, ConfigError> {
-    let root: Value = serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
+    let root = parse(text)?;
     let root = Fields::object(&root, "", "(the config)")?;
     let model_type = root.required("model_type", Fields::str_of, "a string")?;
     Ok(family_of(&root, model_type)?.0.model_type)
+}
+
+/// The JSON tree of a config, read as Python's `json` module reads it (transformers writes and
+/// reads configs with it): besides JSON, the bare words `NaN`, `Infinity` and `-Infinity` are
+/// numbers (e.g. `"time_step_limit": [0.0, Infinity]`). Each is held as a string marked by a
+/// leading NUL ([`NON_FINITE`]) that [`Fields::number`] reads as the number; nothing else is
+/// changed.
+fn parse(text: &str) -> Result<Value, ConfigError> {
+    let rewritten = python_json(text);
+    serde_json::from_str(&rewritten).map_err(|e| ConfigError::Json(json_error(text, &e)))
+}
+
+/// The marked string each of Python's non-finite numbers is held as, and its value.
+pub const NON_FINITE: [(&str, &str, f64); 3] = [
+    ("-Infinity", "\\u0000-Infinity", f64::NEG_INFINITY),
+    ("Infinity", "\\u0000Infinity", f64::INFINITY),
+    ("NaN", "\\u0000NaN", f64::NAN),
+];
+
+/// `text` with every `NaN`, `Infinity` and `-Infinity` outside a string replaced by its marked
+/// string; the text is borrowed when it has none.
+fn python_json(text: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let (mut out, mut copied, mut i, mut in_string) = (String::new(), 0, 0, false);
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            match b {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if let Some((word, marked, _)) = NON_FINITE.iter().find(|(w, ..)| bytes[i..].starts_with(w.as_bytes())) {
+            out.push_str(&text[copied..i]);
+            out.push('"');
+            out.push_str(marked);
+            out.push('"');
+            i += word.len();
+            copied = i;
+            continue;
+        }
+        i += 1;
+    }
+    if copied == 0 {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
+/// serde_json's error, with the text of the line it points at.
+fn json_error(text: &str, e: &serde_json::Error) -> String {
+    let line = text.lines().nth(e.line().saturating_sub(1)).unwrap_or_default().trim();
+    let shown: String = line.chars().take(60).collect();
+    if shown.is_empty() { e.to_string() } else { format!("{e} (the line reads `{shown}`)") }
 }
 
 /// The row of `model_type`, and the config it reads: the text config, inside its wrapper or bare.
@@ -261,6 +318,7 @@ fn sizes(
     let kv_heads = c.size_any(KV_HEADS, MAX_SIZE)?.unwrap_or(heads);
     let hybrid = family.layers == Layers::DeltaNetHybrid;
     let head_dim = match c.size_any(&["head_dim"], MAX_SIZE)? {
+        Some(0) => return Err(bad_value(c.name("head_dim"), "a head size of at least 1", "0".into())),
         Some(d) => d,
         None if hybrid => size("head_dim")?,
         None => hidden.checked_div(heads).unwrap_or(0),
@@ -317,6 +375,10 @@ fn bad_value(field: String, expected: &str, found: String) -> ConfigError {
 /// `mamba`/`attention` read as transformers remaps them), else the family's default pattern.
 fn layer_kinds(layers: Layers, c: &Fields) -> Result<(Vec<Kind>, String), ConfigError> {
     let count = c.size_of_any(LAYER_COUNT, MAX_LAYERS)?;
+    if count == 0 {
+        let key = LAYER_COUNT.iter().find(|k| c.get(k).is_some()).unwrap_or(&LAYER_COUNT[0]);
+        return Err(bad_value(c.name(key), "at least 1 layer", "0".into()));
+    }
     let Some(types) = c.optional("layer_types", Value::as_array, "an array of strings")? else {
         let kinds = match layers {
             Layers::DeltaNetHybrid => {

@@ -2,8 +2,7 @@
 //! `model.safetensors.index.json` lists. Every file is checked before a tensor of it is read.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::io::ErrorKind;
+use std::fs::File;
 use std::path::Path;
 
 use safetensors::tensor::TensorView;
@@ -35,11 +34,12 @@ pub fn for_each_tensor(
         });
     }
     let index_path = dir.join(INDEX);
-    let shards = match fs::read(&index_path) {
-        Ok(bytes) => read_index(&index_path, &bytes)?,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Err(LoadError::NoWeights { dir: dir.to_path_buf() }),
-        Err(source) => return Err(LoadError::Io { path: index_path, source }),
-    };
+    if !index_path.exists() {
+        return Err(LoadError::NoWeights { dir: dir.to_path_buf() });
+    }
+    // The index is JSON like the config, bounded like it before it is read.
+    let text = super::read_bounded(&index_path, super::MAX_CONFIG_BYTES)?;
+    let shards = read_index(&index_path, text.as_bytes())?;
     for (file, names) in shards {
         with_file(&dir.join(&file), |path, st| {
             names.iter().try_for_each(|name| {
@@ -62,6 +62,9 @@ fn read_index(path: &Path, bytes: &[u8]) -> Result<BTreeMap<String, Vec<String>>
     let Some(map) = index.get("weight_map").and_then(Value::as_object) else {
         return Err(bad("no `weight_map` object".into()));
     };
+    if map.is_empty() {
+        return Err(bad("its `weight_map` is empty: it maps no tensor to a shard".into()));
+    }
     let mut shards: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (name, file) in map {
         let Some(file) = file.as_str() else {
@@ -112,10 +115,12 @@ pub fn tensors_from_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<(String, Tens
         .collect()
 }
 
-/// Refuses a header whose tensors end past the file's data. `SafeTensors::deserialize` checks that
-/// the offsets tile the data exactly, but adds their end to the header's length unchecked, which
-/// overflows (a panic in debug builds) when a header's offsets add up past `usize`. Anything else
-/// wrong with the header is left for it to name.
+/// Refuses a header whose tensors end past the file's data, or whose shape and dtype do not
+/// take the bytes its offsets give, naming the tensor. `SafeTensors::deserialize` checks that the
+/// offsets tile the data exactly, but adds their end to the header's length unchecked, which
+/// overflows (a panic in debug builds) when a header's offsets add up past `usize`, and its error
+/// for a shape that does not fit its bytes names no tensor. Anything else wrong with the header is
+/// left for it to name.
 fn check_data_ends(bytes: &[u8]) -> Result<(), String> {
     let Some((len, rest)) = bytes.split_first_chunk::<8>() else { return Ok(()) };
     let Some(header) = usize::try_from(u64::from_le_bytes(*len)).ok().and_then(|n| rest.get(..n)) else {
@@ -128,8 +133,36 @@ fn check_data_ends(bytes: &[u8]) -> Result<(), String> {
         if let Some(end) = end.filter(|&e| e > data as u64) {
             return Err(format!("tensor {name} ends at byte {end}, past the {data} bytes of data"));
         }
+        let start = entry.get("data_offsets").and_then(|o| o.get(0)).and_then(Value::as_u64);
+        let width = entry.get("dtype").and_then(Value::as_str).and_then(dtype_bytes);
+        let shape = entry.get("shape").and_then(Value::as_array);
+        if let (Some(start), Some(end), Some(width), Some(shape)) = (start, end, width, shape) {
+            let dims: Option<Vec<u64>> = shape.iter().map(Value::as_u64).collect();
+            let Some(dims) = dims else { continue };
+            let want = dims.iter().try_fold(width, |n, &d| n.checked_mul(d));
+            let have = end.checked_sub(start);
+            if want != have {
+                return Err(format!(
+                    "tensor {name}: shape {dims:?} of {} takes {} bytes, but its offsets [{start}, {end}] give {}",
+                    entry.get("dtype").and_then(Value::as_str).unwrap_or_default(),
+                    want.map_or("more than 2^64".into(), |w| w.to_string()),
+                    have.map_or_else(|| "a negative count".into(), |h| h.to_string()),
+                ));
+            }
+        }
     }
     Ok(())
+}
+
+/// The bytes a value of the safetensors dtype `name` takes, for the dtypes of a byte or more.
+fn dtype_bytes(name: &str) -> Option<u64> {
+    Some(match name {
+        "BOOL" | "U8" | "I8" | "F8_E5M2" | "F8_E4M3" | "F8_E8M0" => 1,
+        "I16" | "U16" | "F16" | "BF16" => 2,
+        "I32" | "U32" | "F32" => 4,
+        "I64" | "U64" | "F64" | "C64" => 8,
+        _ => return None,
+    })
 }
 
 fn tensor<'a>(path: &Path, st: &SafeTensors<'a>, name: &str) -> Result<TensorView<'a>, LoadError> {

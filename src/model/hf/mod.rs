@@ -37,8 +37,10 @@ pub enum LoadError {
     UnsupportedDtype { path: PathBuf, tensor: String, dtype: String },
     #[error("{path}: bad index: {why}")]
     BadIndex { path: PathBuf, why: String },
-    #[error("missing tensor {tensor} (HF {hf})")]
-    MissingTensor { tensor: String, hf: String },
+    #[error("{}: missing tensor {tensor} (HF {hf})", dir.display())]
+    MissingTensor { dir: PathBuf, tensor: String, hf: String },
+    #[error("{}: {size} bytes; the limit for it is {limit} bytes", path.display())]
+    TooLarge { path: PathBuf, size: u64, limit: u64 },
     #[error("{path}: tensor {hf} (for {tensor}): expected shape {expected:?}, found {found:?}")]
     ShapeMismatch { path: PathBuf, hf: String, tensor: String, expected: Vec<usize>, found: Vec<usize> },
     #[error("{path}: tensor {hf} is not part of the spec's checkpoint: {why}")]
@@ -55,6 +57,10 @@ pub enum LoadError {
     Spec(#[from] SpecError),
 }
 
+/// The largest `config.json` read, in bytes. Real ones are under 100 KiB; the reader's JSON tree
+/// takes several times the text, so a larger file is refused before it is read.
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
 /// The family whose checkpoints this loader reads: the transforms are Qwen3.5's (another family's
 /// norms, for one, are not `1 + w`).
 pub const FAMILY: &str = "qwen3_5_text";
@@ -62,16 +68,41 @@ pub const FAMILY: &str = "qwen3_5_text";
 /// The spec `dir/config.json` describes (named after the folder) and the checkpoint of `dir`'s
 /// weights; a config of another family is refused before its weights are read.
 pub fn load_hf_folder(dir: &Path) -> Result<(ModelSpec, Checkpoint), LoadError> {
+    let spec = spec_of_hf_folder(dir)?;
+    let checkpoint = checkpoint_from_hf_folder(dir, &spec)?;
+    Ok((spec, checkpoint))
+}
+
+/// The spec `dir/config.json` describes, named after the folder, read without a weight; a config
+/// of another family than the loader's is refused.
+pub fn spec_of_hf_folder(dir: &Path) -> Result<ModelSpec, LoadError> {
     let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Io { path: path.clone(), source })?;
+    let text = read_bounded(&path, MAX_CONFIG_BYTES)?;
     let name = dir.file_name().map_or_else(|| "hf".into(), |n| n.to_string_lossy().into_owned());
     let family = family_of_config_json(&text).map_err(|source| LoadError::Config { path: path.clone(), source })?;
     if family != FAMILY {
         return Err(LoadError::NoLoader { path, family });
     }
-    let spec = spec_from_config_json(&text, &name).map_err(|source| LoadError::Config { path, source })?;
-    let checkpoint = checkpoint_from_hf_folder(dir, &spec)?;
-    Ok((spec, checkpoint))
+    spec_from_config_json(&text, &name).map_err(|source| LoadError::Config { path, source })
+}
+
+/// The text of the file at `path`, refused unread when it holds more than `limit` bytes (a JSON
+/// tree takes several times its text).
+pub fn read_bounded(path: &Path, limit: u64) -> Result<String, LoadError> {
+    use std::io::Read as _;
+    let io = |source| LoadError::Io { path: path.to_path_buf(), source };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    if size > limit {
+        return Err(LoadError::TooLarge { path: path.to_path_buf(), size, limit });
+    }
+    let mut text = String::with_capacity(size as usize);
+    // `take` bounds the read even when the file grows after its size was read.
+    file.take(limit + 1).read_to_string(&mut text).map_err(io)?;
+    if text.len() as u64 > limit {
+        return Err(LoadError::TooLarge { path: path.to_path_buf(), size: text.len() as u64, limit });
+    }
+    Ok(text)
 }
 
 /// The canonical checkpoint of `dir`'s weights for `spec`: exactly the tensors of `layout(spec)`,
@@ -109,9 +140,11 @@ pub fn checkpoint_from_hf_folder(dir: &Path, spec: &ModelSpec) -> Result<Checkpo
         Ok(())
     })?;
     match expected.keys().find(|name| checkpoint.get(name).is_none()) {
-        Some(tensor) => {
-            Err(LoadError::MissingTensor { tensor: tensor.clone(), hf: names::hf_name(tensor).unwrap_or_default() })
-        }
+        Some(tensor) => Err(LoadError::MissingTensor {
+            dir: dir.to_path_buf(),
+            tensor: tensor.clone(),
+            hf: names::hf_name(tensor).unwrap_or_default(),
+        }),
         None => Ok(checkpoint),
     }
 }

@@ -1,0 +1,271 @@
+//! The command line on bad inputs and closed pipes, run as a user runs it: every input gets a
+//! clear `error:` and exit status 2, or its row; nothing panics or aborts; `check` explains
+//! itself. docs/SOUNDNESS.md, "Bad inputs", is the table of these.
+
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_stepcheck"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c
+}
+
+fn stepcheck(args: &[&str]) -> Output {
+    bin().args(args).output().expect("runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A fresh scratch folder for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("stepcheck-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    dir
+}
+
+fn path(p: &std::path::Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+// ---- The boundary: a closed stdout. ----
+
+/// Runs `args` with a stdout whose reader reads `keep` bytes, then closes it (as `| head -c` does);
+/// the exit status and stderr.
+fn into_closed_pipe(args: &[&str], keep: usize) -> (Option<i32>, String) {
+    let mut child = bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawns");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut buf = vec![0; keep];
+    let _ = out.read_exact(&mut buf);
+    drop(out);
+    let o = child.wait_with_output().expect("waits");
+    (o.status.code(), stderr(&o))
+}
+
+#[test]
+fn every_command_writing_to_a_closed_stdout_ends_quietly_with_status_0() {
+    let cases: &[&[&str]] = &[
+        &["explain", "tests/corpus/experts-deepseek-routing.case"],
+        &["corpus", "review", "tests/corpus"],
+        &["check", "--preset", "tiny", "--steps", "2"],
+        &["check", "--preset", "tiny", "--steps", "2", "--json"],
+        &["graph", "--preset", "small"],
+        &["lower", "--preset", "small", "--json"],
+        &["run", "--preset", "tiny", "--tokens", "1,2,3", "--json"],
+        &["verdict", "reference/fixtures/qwen35-c", "--json"],
+        &["corpus", "import", "tests/corpus/experts-deepseek-routing.case"],
+        &["--help"],
+    ];
+    for args in cases {
+        for keep in [0, 3] {
+            let (code, err) = into_closed_pipe(args, keep);
+            assert!(!err.contains("panicked"), "{args:?}: {err}");
+            assert_eq!(code, Some(0), "{args:?} after {keep} bytes: {err}");
+        }
+    }
+}
+
+// ---- The boundary: sizes in flags and files. ----
+
+#[test]
+fn a_size_over_its_limit_is_refused_with_its_limit_and_status_2() {
+    // (arguments, what stderr says)
+    let cases: &[(&[&str], &str)] = &[
+        (&["check", "--preset", "tiny", "--steps", "1000000000000"], "`--steps` is 1000000000000, the limit is 65536"),
+        (&["run", "--preset", "tiny", "--tokens", "1,x"], "\"x\" is not a token id"),
+        (&["check", "--preset", "tiny", "--max-gib", "NaN"], "`--max-gib` is NaN, it must be a finite number"),
+        (&["check", "--preset", "tiny", "--max-gib", "-1"], "`--max-gib` is -1"),
+        (&["run", "--preset", "tiny", "--tokens", "1", "--max-gib", "inf"], "`--max-gib` is inf"),
+    ];
+    for (args, says) in cases {
+        let o = stepcheck(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).starts_with("error:") && stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn a_model_too_large_for_the_memory_is_refused_with_what_it_needs() {
+    let o = stepcheck(&["run", "--preset", "qwen3.5-9b-style", "--tokens", "1", "--max-gib", "4"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("error: qwen3.5-9b-style needs about 33.7 GiB"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("more than the 4.0 GiB --max-gib 4 allows"), "{}", stderr(&o));
+    // Under a 2 GB address-space limit, `run` and `check` say so instead of aborting.
+    let bin = env!("CARGO_BIN_EXE_stepcheck");
+    for cmd in ["run --preset qwen3.5-0.8b --tokens 1", "check --preset qwen3.5-0.8b --steps 2"] {
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(format!("ulimit -v 2000000 && exec {bin} {cmd}"))
+            .output()
+            .expect("sh runs");
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}{}", stdout(&o), stderr(&o));
+        let said = stdout(&o) + &stderr(&o);
+        assert!(said.contains("needs about") && said.contains("the address-space limit (ulimit -v)"), "{cmd}: {said}");
+    }
+}
+
+#[test]
+fn corpus_review_gives_a_bad_file_its_row_and_runs_the_rest() {
+    let dir = scratch("review-bad");
+    let good = "head-bound-to-embedding.case";
+    let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    std::fs::copy(corpus.join(good), dir.join(good)).expect("copy");
+    let text = std::fs::read_to_string(corpus.join(good)).expect("read");
+    std::fs::write(dir.join("a-steps.case"), format!("{text}steps 1000000000000\n")).expect("write");
+    std::fs::write(dir.join("b-vocab.case"), text.replacen("\"vocab\": ", "\"vocab\": 1000000000", 1)).expect("write");
+    let o = stepcheck(&["corpus", "review", path(&dir)]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("a-steps.case") && out.contains("field `steps` is 1000000000000, the limit is 65536"),
+        "{out}"
+    );
+    assert!(out.contains("b-vocab.case") && out.contains("field `vocab` is"), "{out}");
+    assert!(!out.contains(good) && out.ends_with("3 cases, 2 changed\n"), "{out}");
+}
+
+// ---- The boundary: `check`'s table. ----
+
+#[test]
+fn check_gives_every_model_a_row_a_legend_and_a_summary() {
+    let o = stepcheck(&[
+        "check",
+        "--preset",
+        "tiny",
+        "--preset",
+        "no-such",
+        "no/such/folder",
+        "--preset",
+        "qwen3.5-9b-style",
+        "--preset",
+        "small",
+        "--steps",
+        "2",
+        "--max-gib",
+        "8",
+    ]);
+    // A model the user named and that could not be checked makes it exit 2.
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let out = stdout(&o);
+    let row =
+        |model: &str| out.lines().find(|l| l.starts_with(model)).unwrap_or_else(|| panic!("no row {model}:\n{out}"));
+    assert!(row("no/such/folder").contains("refused NotAModel"), "{out}");
+    assert!(row("tiny ").contains(" agree "), "{out}");
+    assert!(row("no-such").contains("refused NoSuchPreset"), "{out}");
+    assert!(row("qwen3.5-9b-style").contains("skipped"), "{out}");
+    assert!(out.contains("needs about 33.7 GiB"), "{out}");
+    // The models after a refused one still run.
+    assert!(row("small ").contains(" agree "), "{out}");
+    for legend in ["max abs:", "max rel:", "tol:", "verdicts: agree", "inconclusive", "refused", "skipped"] {
+        assert!(out.contains(legend), "no {legend}:\n{out}");
+    }
+    assert!(out.contains("5 models: 2 agree, 0 disagree, 0 inconclusive, 2 refused, 1 skipped"), "{out}");
+    // Progress is for a terminal: a pipe gets no line of it.
+    assert!(o.stderr.is_empty(), "{}", stderr(&o));
+}
+
+#[test]
+fn check_json_prints_one_object_with_a_row_per_model() {
+    let o = stepcheck(&["check", "--preset", "tiny", "--preset", "nope", "--steps", "2", "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    let models = v["models"].as_array().expect("models");
+    assert_eq!(models.len(), 2);
+    assert_eq!(models[0]["verdict"], "agree");
+    assert_eq!(models[0]["steps"], 2);
+    assert!(models[0]["max_rel"].as_f64().is_some_and(|x| x < 1e-4));
+    assert_eq!(models[0]["tolerance"], 1e-4);
+    assert_eq!((&models[1]["verdict"], &models[1]["refusal"]), (&"refused".into(), &"NoSuchPreset".into()));
+    assert_eq!(v["summary"]["agree"], 1);
+    assert_eq!(v["summary"]["exit"], 2);
+}
+
+#[test]
+fn a_preset_of_the_default_list_skipped_for_its_size_is_no_failure_but_a_named_one_is() {
+    let o = stepcheck(&["check", "--preset", "tiny", "--preset", "small", "--max-gib", "0.001"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stdout(&o).contains("0 agree, 0 disagree, 0 inconclusive, 0 refused, 2 skipped"), "{}", stdout(&o));
+}
+
+// ---- The boundary: the other commands. ----
+
+#[test]
+fn verdict_json_on_an_error_prints_a_json_error_object() {
+    let dir = scratch("verdict-json");
+    std::fs::write(dir.join("config.json"), "{\"model_type\": ").expect("write");
+    let o = stepcheck(&["verdict", path(&dir), "--json"]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    assert_eq!(v["error"], "NotJudged");
+    assert_eq!(v["accepted"], serde_json::Value::Null);
+    assert!(v["message"].as_str().is_some_and(|m| m.contains("config.json") && m.contains("not valid JSON")), "{v}");
+}
+
+#[test]
+fn a_config_with_pythons_infinity_gets_its_verdict() {
+    let dir = scratch("verdict-infinity");
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("reference/fixtures/qwen35-c/config.json");
+    let text = std::fs::read_to_string(fixture).expect("read");
+    let text = text.replacen("\"use_cache\": true", "\"use_cache\": true,\n  \"time_step_limit\": [0.0, Infinity]", 1);
+    std::fs::write(dir.join("config.json"), text).expect("write");
+    let o = stepcheck(&["verdict", path(&dir)]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).starts_with("accepted: a program of"), "{}", stdout(&o));
+}
+
+#[test]
+fn every_help_states_the_exit_statuses() {
+    for cmd in [&[][..], &["graph"], &["lower"], &["run"], &["check"], &["verdict"], &["corpus"], &["explain"]] {
+        let mut args = cmd.to_vec();
+        args.push("--help");
+        let o = stepcheck(&args);
+        assert!(o.status.success());
+        assert!(stdout(&o).contains("Exit status: 0 "), "{args:?}: {}", stdout(&o));
+    }
+}
+
+#[test]
+fn usage_lines_name_the_preset_and_graph_reads_no_weight() {
+    for cmd in ["graph", "lower", "run"] {
+        let o = stepcheck(&[cmd, "--help"]);
+        let usage = stdout(&o).lines().find(|l| l.starts_with("Usage:")).unwrap_or_default().to_string();
+        assert!(usage.contains("<MODEL | --preset NAME>"), "{cmd}: {usage}");
+    }
+    // A folder with a config and no weights: `graph` prints its step, `run` needs the weights.
+    let dir = scratch("graph-no-weights");
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("reference/fixtures/qwen35-c/config.json");
+    std::fs::copy(fixture, dir.join("config.json")).expect("copy");
+    let o = stepcheck(&["graph", path(&dir)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("logits"), "{}", stdout(&o));
+    let o = stepcheck(&["run", path(&dir), "--tokens", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("neither model.safetensors nor model.safetensors.index.json"), "{}", stderr(&o));
+}
+
+#[test]
+fn run_shows_the_argmax_and_the_top_5_of_each_step_and_reads_tokens_with_spaces() {
+    let o = stepcheck(&["run", "--preset", "tiny", "--tokens", "3, 1 4"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for (step, (line, token)) in lines.iter().zip([3, 1, 4]).enumerate() {
+        assert!(line.starts_with(&format!("step {step}, token {token}: argmax ")), "{line}");
+        assert_eq!(line.matches(" (").count(), 5, "{line}");
+    }
+    // The argmax is the largest logit of the step, as `--json` prints them.
+    let o = stepcheck(&["run", "--preset", "tiny", "--tokens", "3", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("json");
+    let logits: Vec<f64> = v["logits"][0].as_array().expect("row").iter().map(|x| x.as_f64().expect("f64")).collect();
+    let best = (0..logits.len()).fold(0, |b, i| if logits[i] > logits[b] { i } else { b });
+    assert!(lines[0].starts_with(&format!("step 0, token 3: argmax {best};")), "{}", lines[0]);
+}
