@@ -148,8 +148,9 @@ fn stepcheck_run_and_check_take_every_file() {
             let d = max_diff(file, &g, rows);
             assert!(d <= TOLERANCE, "{file}: stepcheck run --interp {interp}: max |diff| {d:e}");
         }
-        let out = stepcheck(&["check", path, "--steps", "10"]);
-        let rows: Vec<&str> = out.lines().skip(1).collect(); // a header, then one line per model
-        assert!(rows.len() == 1 && rows[0].split_whitespace().nth(1) == Some("agree"), "{file}: {out}");
+        let out = stepcheck(&["check", path, "--steps", "10", "--json"]);
+        let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+        let models = v["models"].as_array().expect("models");
+        assert!(models.len() == 1 && models[0]["verdict"] == "agree", "{file}: {out}");
     }
 }
