@@ -1,0 +1,180 @@
+//! Batched decode with state slots, as a specification: a schedule is refused by name or every
+//! sequence computes what it computes alone; every batch mutation modelled on a real engine bug is
+//! refused by name or caught with a witness naming the sequence and step the symbolic run predicts.
+
+use std::collections::BTreeMap;
+
+use stepcheck::batch::check::{BatchVerdict, check};
+use stepcheck::batch::r#gen::{BatchCase, KINDS, Mutation, MutationKind, Outcome, draw_case, judge};
+use stepcheck::batch::plan::lower_schedule;
+use stepcheck::batch::schedule::Schedule;
+use stepcheck::batch::{BatchProgram, StateIndex};
+use stepcheck::engine::{Numerics, Program, lower::lower_graph, shim::EngineShim};
+use stepcheck::r#gen::draw::seeded_bytes;
+use stepcheck::ir::Graph;
+use stepcheck::model::{Checkpoint, author::decode_step, presets, random::random_checkpoint};
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// The tiny preset's fused graph, its program and a random checkpoint.
+fn tiny() -> Result<(Graph, Program, Checkpoint)> {
+    let spec = presets::preset("tiny").ok_or("no tiny preset")?;
+    let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+    let program = lower_graph(&graph, Numerics::F32)?;
+    Ok((graph, program, random_checkpoint(&spec, 7)))
+}
+
+/// The number of generated cases: `STEPCHECK_BATCH_CASES`, else 3000.
+fn cases() -> usize {
+    std::env::var("STEPCHECK_BATCH_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(3000)
+}
+
+/// The verdict of `schedule` on a pool of `(slots, batch, snapshots)`.
+fn verdict(schedule: &str, (slots, batch, snapshots): (usize, usize, usize)) -> Result<BatchVerdict> {
+    let (graph, program, checkpoint) = tiny()?;
+    let pool = BatchProgram::new(program, slots, batch, snapshots, 16)?;
+    Ok(check(&graph, &pool, &checkpoint, &schedule.parse::<Schedule>()?)?)
+}
+
+#[test]
+fn a_schedule_the_pool_cannot_run_is_refused_by_name() -> Result<()> {
+    // (schedule, pool, the error's name)
+    let cases = [
+        ("admit s0 @0\nadmit s1 @0", (2, 1, 1), "slot-in-use"),
+        ("admit s0 @2", (2, 1, 1), "slot-out-of-range"),
+        ("admit s0 @0\nfinish s0\nadmit s0 @1", (2, 1, 1), "seq-admitted-twice"),
+        ("decode s0=1", (2, 1, 1), "seq-not-live"),
+        ("admit s0 @0\nfinish s0\ndecode s0=1", (2, 1, 1), "seq-not-live"),
+        ("admit s0 @0\ndecode s0=1 s0=2", (2, 2, 1), "seq-twice-in-step"),
+        ("admit s0 @0\nadmit s1 @1\ndecode s0=1 s1=2", (2, 1, 1), "batch-too-large"),
+        ("admit s0 @0\ndecode s0=1\nrollback s0 0", (2, 1, 2), "empty-rollback"),
+        ("admit s0 @0\ndecode s0=1\ndecode s0=2\nrollback s0 2", (2, 1, 1), "rollback-beyond-snapshots"),
+        ("admit s0 @0\ndecode s0=1\nrollback s0 1\nrollback s0 1", (2, 1, 2), "rollback-beyond-snapshots"),
+        ("admit s0 @0\nfork s0 -> s1 @0", (2, 1, 1), "slot-in-use"),
+    ];
+    for (schedule, pool, name) in cases {
+        match verdict(schedule, pool)? {
+            BatchVerdict::Refused(e) => assert_eq!(e.name(), name, "{schedule}: {e}"),
+            v => panic!("{schedule}: expected {name}, got {v}"),
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_sequence_computes_what_it_computes_alone() -> Result<()> {
+    // (schedule, pool): slot reuse, interleaving, a partial batch, a fork, rollbacks
+    let cases = [
+        ("admit s0 @1\ndecode s0=3\ndecode s0=5\n", (2, 1, 1)),
+        (
+            "admit s0 @0\nadmit s1 @2\ndecode s0=3 s1=9\nfinish s0\nadmit s2 @0\ndecode s2=4 s1=1\ndecode s1=8\n",
+            (3, 2, 1),
+        ),
+        ("admit s0 @0\ndecode s0=3\nfork s0 -> s1 @1\ndecode s1=7 s0=2\ndecode s1=1\n", (2, 2, 1)),
+        ("admit s0 @0\ndecode s0=3\ndecode s0=4\ndecode s0=5\nrollback s0 2\ndecode s0=6\n", (2, 1, 3)),
+        ("admit s0 @0\ndecode s0=3\nfork s0 -> s1 @1\ndecode s1=4\nrollback s1 2\ndecode s1=9 s0=9\n", (2, 2, 2)),
+    ];
+    for (schedule, pool) in cases {
+        let v = verdict(schedule, pool)?;
+        assert!(matches!(v, BatchVerdict::Agree { .. }), "{schedule}: {v}");
+    }
+    Ok(())
+}
+
+#[test]
+fn the_batched_program_reads_back_from_json() -> Result<()> {
+    let (_, program, _) = tiny()?;
+    let mut pool = BatchProgram::new(program, 4, 2, 3, 16)?;
+    pool.conv_index = StateIndex::Row;
+    let back: BatchProgram = serde_json::from_str(&serde_json::to_string(&pool)?)?;
+    assert_eq!(back, pool);
+    assert_eq!(pool.slot_state_name(stepcheck::engine::StateRef(0), 3).as_deref(), Some("l0.kcache@3"));
+    Ok(())
+}
+
+#[test]
+fn a_pool_without_room_is_refused_by_name() -> Result<()> {
+    let (_, program, _) = tiny()?;
+    // (slots, batch, capacity, name)
+    let cases = [(0, 1, 4, "no-slots"), (2, 0, 4, "batch-size"), (2, 3, 4, "batch-size"), (2, 2, 0, "no-capacity")];
+    for (slots, batch, capacity, name) in cases {
+        let e = BatchProgram::new(program.clone(), slots, batch, 1, capacity).err();
+        assert_eq!(e.map(|e| e.name()), Some(name), "{slots} slots, batch {batch}");
+    }
+    Ok(())
+}
+
+/// The outcome class of a judged case, for the tally.
+fn class(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Refused(_) => "refused",
+        Outcome::Agree => "agree",
+        Outcome::Disagree { .. } => "witness",
+        Outcome::Inconclusive => "inconclusive",
+    }
+}
+
+#[test]
+fn generated_schedules_and_mutations_get_the_outcomes_they_must_have() -> Result<()> {
+    let (graph, program, checkpoint) = tiny()?;
+    let mut tally: BTreeMap<(Option<MutationKind>, &str), usize> = BTreeMap::new();
+    for seed in 0..cases() as u64 {
+        let bytes = seeded_bytes(seed, 256);
+        let case: BatchCase = draw_case(&bytes, &program);
+        let j = judge(&graph, &program, &checkpoint, &case)?;
+        assert_eq!(
+            j.actual,
+            j.expected,
+            "seed {seed}, mutation {:?}\n{}verdict: {}",
+            case.mutation.map(|m| m.to_string()),
+            case.schedule,
+            j.verdict
+        );
+        if case.mutation.is_none() && case.refusal.is_none() {
+            assert_eq!(j.actual, Outcome::Agree, "seed {seed}: an unmutated schedule\n{}", case.schedule);
+        }
+        *tally.entry((case.mutation.map(|m| m.kind()), class(&j.actual))).or_default() += 1;
+    }
+    eprintln!("{tally:?}");
+    let caught = |k: MutationKind| {
+        tally
+            .iter()
+            .filter(|((m, c), _)| *m == Some(k) && (*c == "refused" || *c == "witness"))
+            .map(|(_, n)| n)
+            .sum::<usize>()
+    };
+    for k in KINDS {
+        assert!(caught(k) > 0, "{} never caught in {} cases: {tally:?}", k.name(), cases());
+    }
+    // The bugs validation must refuse are never left to the interpreters.
+    for k in [MutationKind::ReadFreedSlot, MutationKind::ClaimLiveSlot] {
+        let other = tally.iter().filter(|((m, c), _)| *m == Some(k) && *c != "refused").count();
+        assert_eq!(other, 0, "{} not always refused: {tally:?}", k.name());
+    }
+    assert!(tally.get(&(None, "agree")).is_some_and(|&n| n > 0));
+    assert!(tally.keys().any(|(m, c)| m.is_none() && *c == "refused"), "no rollback past the snapshots drawn");
+    Ok(())
+}
+
+#[test]
+fn a_mutation_names_its_site_and_reads_back() -> Result<()> {
+    for text in ["slot-off-by-one op=3 row=1", "read-freed-slot op=7 row=0 slot=2", "conv-by-row", "fork-shares op=4"] {
+        let m: Mutation = text.parse()?;
+        assert_eq!(m.to_string(), text);
+    }
+    assert!("conv-by-row op=1".parse::<Mutation>().is_err());
+    Ok(())
+}
+
+#[test]
+fn the_lowering_pads_a_partial_batch_and_names_each_slot() -> Result<()> {
+    let (_, program, _) = tiny()?;
+    let pool = BatchProgram::new(program, 3, 3, 1, 16)?;
+    let l = lower_schedule(&"admit s0 @2\ndecode s0=5".parse()?, &pool)?;
+    let text = serde_json::to_string(&l.plan)?;
+    assert_eq!(
+        text,
+        r#"{"ops":[{"Claim":{"slot":2}},{"Zero":{"slot":2}},{"Step":{"rows":[{"slot":2,"token":5},{"slot":null,"token":0},{"slot":null,"token":0}]}}]}"#
+    );
+    Ok(())
+}
