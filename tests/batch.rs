@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use stepcheck::batch::check::{BatchVerdict, check};
-use stepcheck::batch::r#gen::{BatchCase, KINDS, Mutation, MutationKind, Outcome, draw_case, judge};
+use stepcheck::batch::r#gen::{BatchCase, CaseFile, KINDS, Mutation, MutationKind, Outcome, draw_case, judge};
 use stepcheck::batch::plan::lower_schedule;
 use stepcheck::batch::schedule::Schedule;
 use stepcheck::batch::{BatchProgram, StateIndex};
@@ -176,5 +176,30 @@ fn the_lowering_pads_a_partial_batch_and_names_each_slot() -> Result<()> {
         text,
         r#"{"ops":[{"Claim":{"slot":2}},{"Zero":{"slot":2}},{"Step":{"rows":[{"slot":2,"token":5},{"slot":null,"token":0},{"slot":null,"token":0}]}}]}"#
     );
+    Ok(())
+}
+
+/// Replays `tests/corpus_batch/*.case`: each must have the outcome its `expect` line states, and
+/// for a mutated plan, validation and the symbolic run must predict it before anything runs.
+#[test]
+fn the_batch_corpus_replays() -> Result<()> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus_batch");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)?.map(|e| e.map(|e| e.path())).collect::<std::io::Result<_>>()?;
+    files.retain(|p| p.extension().is_some_and(|e| e == "case"));
+    files.sort();
+    assert!(files.len() >= 8, "the corpus holds {} cases", files.len());
+    for path in files {
+        let file: CaseFile = std::fs::read_to_string(&path)?.parse().map_err(|e| format!("{}: {e}", path.display()))?;
+        let spec = presets::preset(&file.preset).ok_or("no such preset")?;
+        let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+        let program = lower_graph(&graph, Numerics::F32)?;
+        let checkpoint = random_checkpoint(&spec, 7);
+        let j = judge(&graph, &program, &checkpoint, &file.case())?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        assert_eq!(j.actual.to_string(), file.expect, "{name}: {}", j.verdict);
+        if file.mutation.is_some() {
+            assert_eq!(j.expected.to_string(), file.expect, "{name}: validation and the symbolic run");
+        }
+    }
     Ok(())
 }

@@ -161,8 +161,16 @@ pub fn check_lowered(
     if let Err(e) = lowered.plan.validate(pool) {
         return Ok(BatchVerdict::Refused(e));
     }
-    let mut engine = BatchRunner::new(pool, checkpoint).map_err(engine_error)?;
-    let run = engine.run(&lowered.plan).map_err(engine_error)?;
+    let mut engine = match BatchRunner::new(pool, checkpoint) {
+        Ok(e) => e,
+        Err(BatchRunError::Plan(e)) => return Ok(BatchVerdict::Refused(e)),
+        Err(BatchRunError::Engine(e)) => return Err(e.into()),
+    };
+    let run = match engine.run(&lowered.plan) {
+        Ok(r) => r,
+        Err(BatchRunError::Plan(e)) => return Ok(BatchVerdict::Refused(e)),
+        Err(BatchRunError::Engine(e)) => return Err(e.into()),
+    };
     let tol = batch_tolerance(graph, pool, checkpoint, lowered)?;
     let mut reference = Reference { graph, checkpoint, runners: HashMap::new() };
     let (mut values, mut rows, mut max_abs) = (0, 0, 0f64);
@@ -195,13 +203,6 @@ pub fn check_lowered(
         }
     }
     Ok(BatchVerdict::Agree { steps, rows, values, max_abs, tolerance: tol })
-}
-
-fn engine_error(e: BatchRunError) -> CheckError {
-    match e {
-        BatchRunError::Engine(e) => CheckError::Engine(e),
-        BatchRunError::Plan(e) => CheckError::UnmatchedState(e.to_string()),
-    }
 }
 
 /// Compares one tensor: `None` when every value is within `tol` of the tensor's scale

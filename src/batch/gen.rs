@@ -487,6 +487,17 @@ pub fn pool_of(case: &BatchCase, program: &Program) -> Result<BatchProgram, supe
     BatchProgram::new(program.clone(), case.slots, case.max_batch, case.snapshots, CAPACITY)
 }
 
+/// Why a case could not be judged at all.
+#[derive(Debug, thiserror::Error)]
+pub enum JudgeError {
+    #[error("the pool: {0}")]
+    Pool(#[from] super::BatchError),
+    #[error("mutation {0} names no operation of its kind")]
+    NoSite(String),
+    #[error("{0}")]
+    Check(#[from] CheckError),
+}
+
 /// A judged case: the outcome it must have and the one the check gave (with its verdict).
 #[derive(Clone, Debug)]
 pub struct Judged {
@@ -502,8 +513,8 @@ pub fn judge(
     program: &Program,
     checkpoint: &Checkpoint,
     case: &BatchCase,
-) -> Result<Judged, CheckError> {
-    let mut pool = pool_of(case, program).map_err(|e| CheckError::UnmatchedState(e.to_string()))?;
+) -> Result<Judged, JudgeError> {
+    let mut pool = pool_of(case, program)?;
     let mut lowered = match lower_schedule(&case.schedule, &pool) {
         Ok(l) => l,
         Err(e) => {
@@ -512,10 +523,10 @@ pub fn judge(
             return Ok(Judged { expected, actual: Outcome::of(&verdict), verdict });
         }
     };
-    if let Some(m) = case.mutation {
-        if !m.apply(&mut pool, &mut lowered) {
-            return Err(CheckError::UnmatchedState(format!("mutation {m} has no site")));
-        }
+    if let Some(m) = case.mutation
+        && !m.apply(&mut pool, &mut lowered)
+    {
+        return Err(JudgeError::NoSite(m.to_string()));
     }
     let expected = match case.refusal {
         Some(name) => Outcome::Refused(name),
@@ -523,4 +534,78 @@ pub fn judge(
     };
     let verdict = check_lowered(graph, &pool, checkpoint, &lowered)?;
     Ok(Judged { expected, actual: Outcome::of(&verdict), verdict })
+}
+
+/// A batched case file (`tests/corpus_batch/*.case`): `#` comments (what the case caught, in
+/// prose), then `preset <name>`, `pool slots=<n> batch=<n> snapshots=<n>`, an optional
+/// `mutation <kind> <site>`, `expect <outcome>` (as [`Outcome`] prints), and `schedule` followed by
+/// the schedule's text form to the end of the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaseFile {
+    pub preset: String,
+    pub slots: usize,
+    pub max_batch: usize,
+    pub snapshots: usize,
+    pub mutation: Option<Mutation>,
+    pub expect: String,
+    pub schedule: Schedule,
+}
+
+impl CaseFile {
+    /// The case to judge (its refusal, if any, is what `expect` says).
+    pub fn case(&self) -> BatchCase {
+        BatchCase {
+            slots: self.slots,
+            max_batch: self.max_batch,
+            snapshots: self.snapshots,
+            schedule: self.schedule.clone(),
+            refusal: None,
+            mutation: self.mutation,
+        }
+    }
+}
+
+impl FromStr for CaseFile {
+    type Err = CaseFileError;
+
+    fn from_str(text: &str) -> Result<CaseFile, CaseFileError> {
+        let (mut preset, mut pool, mut mutation, mut expect) = (None, None, None, None);
+        let lines: Vec<&str> = text.lines().collect();
+        let mut body = None;
+        for (i, line) in lines.iter().enumerate() {
+            let bad = |why: String| CaseFileError::Line { line: i + 1, why };
+            let content = line.split('#').next().unwrap_or("").trim();
+            let Some((key, rest)) = content.split_once(' ').or((!content.is_empty()).then_some((content, ""))) else {
+                continue;
+            };
+            match key {
+                "preset" => preset = Some(rest.trim().to_string()),
+                "pool" => {
+                    let words: Vec<&str> = rest.split_whitespace().collect();
+                    pool = Some(fields(&words, &["slots", "batch", "snapshots"]).map_err(bad)?);
+                }
+                "mutation" => mutation = Some(rest.parse::<Mutation>().map_err(bad)?),
+                "expect" => expect = Some(rest.trim().to_string()),
+                "schedule" => {
+                    body = Some(i + 1);
+                    break;
+                }
+                other => return Err(bad(format!("unknown line `{other}`"))),
+            }
+        }
+        let body = body.ok_or(CaseFileError::Missing("schedule"))?;
+        let schedule: Schedule = lines[body..].join("\n").parse().map_err(|e: ScheduleParseError| {
+            CaseFileError::Schedule(ScheduleParseError { line: e.line + body, kind: e.kind })
+        })?;
+        let pool = pool.ok_or(CaseFileError::Missing("pool"))?;
+        Ok(CaseFile {
+            preset: preset.ok_or(CaseFileError::Missing("preset"))?,
+            slots: pool[0],
+            max_batch: pool[1],
+            snapshots: pool[2],
+            mutation,
+            expect: expect.ok_or(CaseFileError::Missing("expect"))?,
+            schedule,
+        })
+    }
 }

@@ -248,3 +248,36 @@ impl SlotPlan {
         Ok(())
     }
 }
+
+impl std::fmt::Display for SlotOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SlotOp::Claim { slot } => write!(f, "claim @{slot}"),
+            SlotOp::Zero { slot } => write!(f, "zero @{slot}"),
+            SlotOp::Copy { from, to } => write!(f, "copy @{from} -> @{to}"),
+            SlotOp::Share { from, to } => write!(f, "share @{from} -> @{to}"),
+            SlotOp::Free { slot } => write!(f, "free @{slot}"),
+            SlotOp::Restore { slot, back } => write!(f, "restore @{slot} {back}"),
+            SlotOp::Step { rows } => {
+                write!(f, "step")?;
+                for r in rows {
+                    match r.slot {
+                        Some(s) => write!(f, " @{s}={}", r.token)?,
+                        None => write!(f, " pad={}", r.token)?,
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for SlotPlan {
+    /// One operation a line, numbered as mutation sites name them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, op) in self.ops.iter().enumerate() {
+            writeln!(f, "{i:>3}  {op}")?;
+        }
+        Ok(())
+    }
+}

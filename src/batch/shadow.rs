@@ -103,10 +103,10 @@ pub fn follow(pool: &BatchProgram, lowered: &Lowered) -> Finding {
                     let read_conv = conv_at.map_or(0, |i| store[i].state.0);
                     let slot_state = at.map_or(&mut scratch, |i| &mut store[i]);
                     let read = (read_conv, slot_state.state.1);
-                    if let Some(m) = meant.and_then(|m| m.get(r)) {
-                        if read != terms.of(&m.before) {
-                            return Finding::Refuted { seq: m.seq, step };
-                        }
+                    if let Some(m) = meant.and_then(|m| m.get(r))
+                        && read != terms.of(&m.before)
+                    {
+                        return Finding::Refuted { seq: m.seq, step };
                     }
                     let slot_state = at.map_or(&mut scratch, |i| &mut store[i]);
                     slot_state.snaps.push_front(slot_state.state);
