@@ -124,15 +124,17 @@ impl<'c> BatchRunner<'c> {
             StateIndex::Slot => at,
             StateIndex::Row => Some(self.storage_of[r]),
         };
-        let mut scratch = self.fresh.clone();
-        match at {
-            Some(i) => {
+        // A padding row's scratch state, fresh for each padding row (none for a slot's row).
+        let mut scratch: Option<RunnerState> = at.is_none().then(|| self.fresh.clone());
+        match (at, scratch.as_mut()) {
+            (Some(i), _) => {
                 let h = &mut self.store[i];
                 h.snaps.push_front(h.state.clone());
                 h.snaps.truncate(self.snapshots);
                 self.runner.swap_state(&mut h.state)?;
             }
-            None => self.runner.swap_state(&mut scratch)?,
+            (None, Some(s)) => self.runner.swap_state(s)?,
+            (None, None) => {}
         }
         let apart = conv_at.filter(|&c| Some(c) != at);
         if let Some(c) = apart {
@@ -142,9 +144,10 @@ impl<'c> BatchRunner<'c> {
         if let Some(c) = apart {
             self.runner.swap_conv_windows(&mut self.store[c].state)?;
         }
-        match at {
-            Some(i) => self.runner.swap_state(&mut self.store[i].state)?,
-            None => self.runner.swap_state(&mut scratch)?,
+        match (at, scratch.as_mut()) {
+            (Some(i), _) => self.runner.swap_state(&mut self.store[i].state)?,
+            (None, Some(s)) => self.runner.swap_state(s)?,
+            (None, None) => {}
         }
         logits
     }
