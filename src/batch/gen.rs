@@ -337,6 +337,13 @@ pub fn draw_schedule(d: &mut Draw, vocab: usize) -> BatchCase {
     let slots = d.range(2, 4);
     let max_batch = d.range(1, slots);
     let snapshots = d.range(1, 3);
+    draw_events(d, slots, max_batch, snapshots, vocab)
+}
+
+/// Draws a schedule of `4..=14` events on a pool of the given shape, on tokens below `vocab`.
+pub fn draw_events(d: &mut Draw, slots: usize, max_batch: usize, snapshots: usize, vocab: usize) -> BatchCase {
+    let slots = slots.max(1);
+    let max_batch = max_batch.clamp(1, slots);
     let mut live: Vec<Drawn> = Vec::new();
     let mut next = 0u32;
     let mut events = Vec::new();

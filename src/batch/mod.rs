@@ -23,6 +23,7 @@ pub mod plan;
 pub mod run;
 pub mod schedule;
 pub mod shadow;
+pub mod table;
 
 use serde::{Deserialize, Serialize};
 

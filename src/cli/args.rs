@@ -93,6 +93,10 @@ pub struct CheckArgs {
     /// The largest random checkpoint to make, in GiB; larger presets are skipped.
     #[arg(long, default_value_t = 8.0)]
     pub max_gib: f64,
+    /// Check batched decode instead: a schedule generated from `--seed` on a pool of N slots and
+    /// batches of up to N rows, judged by validation, the symbolic slot run and the interpreters.
+    #[arg(long, value_name = "N")]
+    pub batch: Option<usize>,
 }
 
 /// Which model: a Hugging Face folder or a `.gguf` file, or a preset with seeded random weights.

@@ -14,6 +14,9 @@ use crate::r#gen::{Input, Outcome};
 /// or the outcome differs from the file's.
 pub fn explain(a: ExplainArgs) -> Result<ExitCode, CliError> {
     let text = std::fs::read_to_string(&a.case).map_err(|e| format!("{}: {e}", a.case.display()))?;
+    if let Ok(file) = text.parse::<crate::batch::r#gen::CaseFile>() {
+        return super::explain_batch::explain_batch(&file);
+    }
     let file = CaseFile::parse(&text).map_err(|e| format!("{}: {e}", a.case.display()))?;
     let case = &file.case;
     section("case");
@@ -65,6 +68,6 @@ pub fn explain(a: ExplainArgs) -> Result<ExitCode, CliError> {
     Ok(if j.is_failure() || stated != now { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-fn section(title: &str) {
+pub(super) fn section(title: &str) {
     println!("\n== {title}");
 }
