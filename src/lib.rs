@@ -2,6 +2,7 @@
 //! engine's program, and checks that the program computes what the step graph says.
 
 pub mod admission;
+pub mod batch;
 pub mod check;
 pub mod cli;
 pub mod engine;

@@ -115,7 +115,7 @@ fn sensitivity(a: &ReferenceRun, b: &ReferenceRun) -> f64 {
 }
 
 /// The reference's values of the state named `name` and the engine's, in the reference's layout.
-fn mapped(graph: &Graph, snapshot: &StateSnapshot, name: &str, value: &StateValue) -> Option<(Vec<f64>, Vec<f64>)> {
+pub fn mapped(graph: &Graph, snapshot: &StateSnapshot, name: &str, value: &StateValue) -> Option<(Vec<f64>, Vec<f64>)> {
     let entry =
         snapshot.entries.iter().find(|e| graph.states.get(e.index).is_some_and(|s| graph.name_of(s.read) == name))?;
     let widen = |v: Vec<f32>| v.into_iter().map(f64::from).collect::<Vec<f64>>();

@@ -127,6 +127,10 @@ pub struct CheckArgs {
     /// tolerance, steps, seconds, detail}, …], "summary":{…}}`.
     #[arg(long)]
     pub json: bool,
+    /// Check batched decode instead: a schedule generated from `--seed` on a pool of N slots and
+    /// batches of up to N rows, judged by validation, the symbolic slot run and the interpreters.
+    #[arg(long, value_name = "N")]
+    pub batch: Option<usize>,
 }
 
 /// Which model: a Hugging Face folder or a `.gguf` file, or a preset with seeded random weights.

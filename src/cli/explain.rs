@@ -15,6 +15,9 @@ use crate::limits::{MAX_CASE_FILE_BYTES, read_text};
 /// or the outcome differs from the file's.
 pub fn explain(a: ExplainArgs) -> Result<ExitCode, CliError> {
     let text = read_text(&a.case, MAX_CASE_FILE_BYTES)?;
+    if let Ok(file) = text.parse::<crate::batch::r#gen::CaseFile>() {
+        return super::explain_batch::explain_batch(&file);
+    }
     let file = CaseFile::parse(&text).map_err(|e| format!("{}: {e}", a.case.display()))?;
     let case = &file.case;
     section("case")?;
@@ -66,7 +69,7 @@ pub fn explain(a: ExplainArgs) -> Result<ExitCode, CliError> {
     Ok(if j.is_failure() || stated != now { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-fn section(title: &str) -> Result<(), CliError> {
+pub(super) fn section(title: &str) -> Result<(), CliError> {
     outln!("\n== {title}");
     Ok(())
 }

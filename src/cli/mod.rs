@@ -32,8 +32,10 @@ macro_rules! errln {
 
 mod args;
 mod check;
+mod check_batch;
 mod corpus;
 mod explain;
+mod explain_batch;
 mod graph;
 mod lower;
 mod progress;
@@ -51,6 +53,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Graph(a) => graph::graph(a),
         Command::Lower(a) => lower::lower(a),
         Command::Run(a) => run::run(a),
+        Command::Check(a) if a.batch.is_some() => check_batch::check_batch(&a, a.batch.unwrap_or(1)),
         Command::Check(a) => check::check(a),
         Command::Verdict(a) => verdict::verdict(a),
         Command::Corpus(a) => corpus::corpus(a),

@@ -43,4 +43,6 @@ pub enum RunError {
     TokenOutOfRange { token: u32, vocab: usize },
     #[error("position {position} is beyond the KV caches' capacity of {capacity} positions")]
     CapacityExceeded { position: usize, capacity: usize },
+    #[error("a state swapped into the runner has another program's layout")]
+    ForeignState,
 }

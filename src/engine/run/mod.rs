@@ -107,6 +107,51 @@ impl<'c> EngineRunner<'c> {
     pub fn buffer(&self, b: Buf) -> Option<&[f32]> {
         self.buffers.get(b.0).map(Vec::as_slice)
     }
+
+    /// The start state of this runner's program: position 0, zero conv windows and delta states,
+    /// empty KV caches. It is what a batched engine resets a slot to.
+    pub fn fresh_state(&self) -> RunnerState {
+        RunnerState(self.store.zeroed())
+    }
+
+    /// Swaps the carried state with `state`, so that the next step continues from `state` and
+    /// `state` holds what the runner carried. A state of another program's layout is refused and
+    /// nothing changes.
+    pub fn swap_state(&mut self, state: &mut RunnerState) -> Result<(), RunError> {
+        if !self.store.same_layout(&state.0) {
+            return Err(RunError::ForeignState);
+        }
+        mem::swap(&mut self.store, &mut state.0);
+        Ok(())
+    }
+
+    /// Swaps only the conv windows of the carried state with those of `state` (a batched engine
+    /// that addresses conv windows apart from the rest of a slot's state). A state of another
+    /// program's layout is refused and nothing changes.
+    pub fn swap_conv_windows(&mut self, state: &mut RunnerState) -> Result<(), RunError> {
+        if !self.store.same_layout(&state.0) {
+            return Err(RunError::ForeignState);
+        }
+        mem::swap(&mut self.store.conv, &mut state.0.conv);
+        Ok(())
+    }
+}
+
+/// A runner's whole carried state, opaque: what a batched engine keeps per slot and swaps into
+/// the runner (with [`EngineRunner::swap_state`]) for the row that uses the slot.
+#[derive(Clone, Debug)]
+pub struct RunnerState(Store);
+
+impl RunnerState {
+    /// The state in the engine's layouts, as plain data.
+    pub fn snapshot(&self) -> EngineState {
+        self.0.snapshot()
+    }
+
+    /// The position of the next token.
+    pub fn position(&self) -> usize {
+        self.0.position
+    }
 }
 
 /// A program that attends needs a free cache position for the current one.

@@ -141,6 +141,41 @@ pub(super) struct Store {
 }
 
 impl Store {
+    /// The same layout at the start state: position 0, zero values, empty caches.
+    pub fn zeroed(&self) -> Store {
+        let mut z = self.clone();
+        z.position = 0;
+        z.conv.iter_mut().for_each(|c| c.values.fill(0.0));
+        z.delta.iter_mut().for_each(|d| d.values.fill(0.0));
+        z.kv.iter_mut().for_each(|c| {
+            c.values.fill(0.0);
+            c.filled = 0;
+        });
+        z
+    }
+
+    /// Whether `other` has this store's states, in its order, with its dims and storages.
+    pub fn same_layout(&self, other: &Store) -> bool {
+        let conv = |a: &ConvWindow, b: &ConvWindow| {
+            (a.channels, a.taps, a.storage, a.values.len()) == (b.channels, b.taps, b.storage, b.values.len())
+        };
+        let delta = |a: &DeltaState, b: &DeltaState| {
+            (a.value_heads, a.key_dim, a.value_dim, a.storage, a.values.len())
+                == (b.value_heads, b.key_dim, b.value_dim, b.storage, b.values.len())
+        };
+        let kv = |a: &KvCache, b: &KvCache| {
+            (a.heads, a.dim, a.capacity, a.storage, a.values.len())
+                == (b.heads, b.dim, b.capacity, b.storage, b.values.len())
+        };
+        self.order == other.order
+            && self.conv.len() == other.conv.len()
+            && self.delta.len() == other.delta.len()
+            && self.kv.len() == other.kv.len()
+            && self.conv.iter().zip(&other.conv).all(|(a, b)| conv(a, b))
+            && self.delta.iter().zip(&other.delta).all(|(a, b)| delta(a, b))
+            && self.kv.iter().zip(&other.kv).all(|(a, b)| kv(a, b))
+    }
+
     /// The snapshot of the whole store.
     pub fn snapshot(&self) -> EngineState {
         let states = self

@@ -1,0 +1,160 @@
+//! The batched engine interpreter: runs a slot plan on a pool of engine states.
+//!
+//! It is `engine::run`'s per-sequence machinery, one state per slot: the pool holds a
+//! [`RunnerState`] per slot, and a row's step swaps its slot's state into one [`EngineRunner`]
+//! (moves, not copies), steps it, and swaps it back. Padding rows run on a fresh scratch state.
+//! It does not use the reference interpreter.
+//!
+//! Each storage keeps up to `snapshots` earlier states (whole copies, newest first), taken before
+//! each of its rows; a restore by `n` takes the `n`-th back. (For a KV cache a truncation would do;
+//! for a recurrent state only a copy can.) A slot names a storage: its own, or after a
+//! [`SlotOp::Share`] another slot's.
+//!
+//! Rows run one after another, so a step of `B` rows reads each weight `B` times. An engine that
+//! reads each weight once per step runs one matvec over `B` vectors; `engine::run`'s units take one
+//! vector, and changing that is left to the speed work (docs/PERFORMANCE.md).
+
+use std::collections::VecDeque;
+
+use super::plan::{SlotOp, SlotPlan};
+use super::{BatchError, BatchProgram, StateIndex};
+use crate::engine::run::{EngineRunner, EngineState, RunError, RunnerState};
+use crate::model::checkpoint::Checkpoint;
+
+/// Why a batched run could not start or finish.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BatchRunError {
+    #[error("{0}")]
+    Plan(#[from] BatchError),
+    #[error("the engine interpreter: {0}")]
+    Engine(#[from] RunError),
+}
+
+/// A storage of the pool: a state and its snapshots, newest first.
+#[derive(Clone)]
+struct Held {
+    state: RunnerState,
+    snaps: VecDeque<RunnerState>,
+}
+
+/// What a plan's steps returned: the logits of every row of every step, padding rows included.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BatchRun {
+    pub logits: Vec<Vec<Vec<f32>>>,
+}
+
+/// A batched program ready to run on a checkpoint it borrows: one engine runner and a pool of
+/// slot states, all at the start state.
+pub struct BatchRunner<'c> {
+    runner: EngineRunner<'c>,
+    fresh: RunnerState,
+    store: Vec<Held>,
+    storage_of: Vec<usize>,
+    snapshots: usize,
+    conv_index: StateIndex,
+    pool: BatchProgram,
+}
+
+impl<'c> BatchRunner<'c> {
+    /// A runner of `pool` on `checkpoint`: the engine's checks of the program, then the pool's.
+    pub fn new(pool: &BatchProgram, checkpoint: &'c Checkpoint) -> Result<BatchRunner<'c>, BatchRunError> {
+        pool.validate()?;
+        let runner = EngineRunner::new(&pool.program, checkpoint, pool.capacity)?;
+        let fresh = runner.fresh_state();
+        let held = Held { state: fresh.clone(), snaps: VecDeque::new() };
+        Ok(BatchRunner {
+            runner,
+            store: vec![held; pool.slots],
+            fresh,
+            storage_of: (0..pool.slots).collect(),
+            snapshots: pool.snapshots,
+            conv_index: pool.conv_index,
+            pool: pool.clone(),
+        })
+    }
+
+    /// Runs large matvecs on up to `threads` threads (see [`EngineRunner::with_threads`]).
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.runner = self.runner.with_threads(threads);
+        self
+    }
+
+    /// Runs `plan` after validating it against the pool, and returns every step's logits.
+    pub fn run(&mut self, plan: &SlotPlan) -> Result<BatchRun, BatchRunError> {
+        plan.validate(&self.pool)?;
+        let mut logits = Vec::with_capacity(plan.steps());
+        for op in &plan.ops {
+            match *op {
+                SlotOp::Claim { slot } => self.storage_of[slot] = slot,
+                SlotOp::Zero { slot } => {
+                    let h = &mut self.store[self.storage_of[slot]];
+                    h.state = self.fresh.clone();
+                    h.snaps.clear();
+                }
+                SlotOp::Copy { from, to } => {
+                    self.store[self.storage_of[to]] = self.store[self.storage_of[from]].clone()
+                }
+                SlotOp::Share { from, to } => self.storage_of[to] = self.storage_of[from],
+                SlotOp::Free { .. } => {}
+                SlotOp::Restore { slot, back } => {
+                    let h = &mut self.store[self.storage_of[slot]];
+                    let back = back.min(h.snaps.len());
+                    if back > 0 {
+                        h.state = h.snaps[back - 1].clone();
+                        h.snaps.drain(..back);
+                    }
+                }
+                SlotOp::Step { ref rows } => {
+                    let mut out = Vec::with_capacity(rows.len());
+                    for (r, row) in rows.iter().enumerate() {
+                        out.push(self.row(r, row.slot, row.token)?);
+                    }
+                    logits.push(out);
+                }
+            }
+        }
+        Ok(BatchRun { logits })
+    }
+
+    /// One row: its slot's state (or a fresh scratch one) swapped in, snapshotted, stepped, swapped
+    /// back; its conv windows from the storage its conv index names.
+    fn row(&mut self, r: usize, slot: Option<usize>, token: u32) -> Result<Vec<f32>, RunError> {
+        let at = slot.map(|s| self.storage_of[s]);
+        let conv_at = match self.conv_index {
+            StateIndex::Slot => at,
+            StateIndex::Row => Some(self.storage_of[r]),
+        };
+        // A padding row's scratch state, fresh for each padding row (none for a slot's row).
+        let mut scratch: Option<RunnerState> = at.is_none().then(|| self.fresh.clone());
+        match (at, scratch.as_mut()) {
+            (Some(i), _) => {
+                let h = &mut self.store[i];
+                h.snaps.push_front(h.state.clone());
+                h.snaps.truncate(self.snapshots);
+                self.runner.swap_state(&mut h.state)?;
+            }
+            (None, Some(s)) => self.runner.swap_state(s)?,
+            (None, None) => {}
+        }
+        let apart = conv_at.filter(|&c| Some(c) != at);
+        if let Some(c) = apart {
+            self.runner.swap_conv_windows(&mut self.store[c].state)?;
+        }
+        let logits = self.runner.step(token);
+        if let Some(c) = apart {
+            self.runner.swap_conv_windows(&mut self.store[c].state)?;
+        }
+        match (at, scratch.as_mut()) {
+            (Some(i), _) => self.runner.swap_state(&mut self.store[i].state)?,
+            (None, Some(s)) => self.runner.swap_state(s)?,
+            (None, None) => {}
+        }
+        logits
+    }
+
+    /// The state slot `slot` names, in the engine's layouts.
+    pub fn slot_state(&self, slot: usize) -> Option<EngineState> {
+        let i = *self.storage_of.get(slot)?;
+        Some(self.store[i].state.snapshot())
+    }
+}

@@ -1,0 +1,253 @@
+//! Batched decode with state slots, as a specification: a schedule is refused by name or every
+//! sequence computes what it computes alone; every batch mutation modelled on a real engine bug is
+//! refused by name or caught with a witness naming the sequence and step the symbolic run predicts.
+
+use std::collections::BTreeMap;
+
+use stepcheck::batch::check::{BatchVerdict, check};
+use stepcheck::batch::r#gen::{BatchCase, CaseFile, KINDS, Mutation, MutationKind, Outcome, draw_case, judge};
+use stepcheck::batch::plan::lower_schedule;
+use stepcheck::batch::schedule::Schedule;
+use stepcheck::batch::{BatchProgram, StateIndex};
+use stepcheck::engine::{Numerics, Program, lower::lower_graph, shim::EngineShim};
+use stepcheck::r#gen::draw::seeded_bytes;
+use stepcheck::ir::Graph;
+use stepcheck::model::{Checkpoint, author::decode_step, presets, random::random_checkpoint};
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// The tiny preset's fused graph, its program and a random checkpoint.
+fn tiny() -> Result<(Graph, Program, Checkpoint)> {
+    let spec = presets::preset("tiny").ok_or("no tiny preset")?;
+    let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+    let program = lower_graph(&graph, Numerics::F32)?;
+    Ok((graph, program, random_checkpoint(&spec, 7)))
+}
+
+/// The number of generated cases: `STEPCHECK_BATCH_CASES`, else 3000.
+fn cases() -> usize {
+    std::env::var("STEPCHECK_BATCH_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(3000)
+}
+
+/// The verdict of `schedule` on a pool of `(slots, batch, snapshots)`.
+fn verdict(schedule: &str, (slots, batch, snapshots): (usize, usize, usize)) -> Result<BatchVerdict> {
+    let (graph, program, checkpoint) = tiny()?;
+    let pool = BatchProgram::new(program, slots, batch, snapshots, 16)?;
+    Ok(check(&graph, &pool, &checkpoint, &schedule.parse::<Schedule>()?)?)
+}
+
+#[test]
+fn a_schedule_the_pool_cannot_run_is_refused_by_name() -> Result<()> {
+    // (schedule, pool, the error's name)
+    let cases = [
+        ("admit s0 @0\nadmit s1 @0", (2, 1, 1), "slot-in-use"),
+        ("admit s0 @2", (2, 1, 1), "slot-out-of-range"),
+        ("admit s0 @0\nfinish s0\nadmit s0 @1", (2, 1, 1), "seq-admitted-twice"),
+        ("decode s0=1", (2, 1, 1), "seq-not-live"),
+        ("admit s0 @0\nfinish s0\ndecode s0=1", (2, 1, 1), "seq-not-live"),
+        ("admit s0 @0\ndecode s0=1 s0=2", (2, 2, 1), "seq-twice-in-step"),
+        ("admit s0 @0\nadmit s1 @1\ndecode s0=1 s1=2", (2, 1, 1), "batch-too-large"),
+        ("admit s0 @0\ndecode s0=1\nrollback s0 0", (2, 1, 2), "empty-rollback"),
+        ("admit s0 @0\ndecode s0=1\ndecode s0=2\nrollback s0 2", (2, 1, 1), "rollback-beyond-snapshots"),
+        ("admit s0 @0\ndecode s0=1\nrollback s0 1\nrollback s0 1", (2, 1, 2), "rollback-beyond-snapshots"),
+        ("admit s0 @0\nfork s0 -> s1 @0", (2, 1, 1), "slot-in-use"),
+    ];
+    for (schedule, pool, name) in cases {
+        match verdict(schedule, pool)? {
+            BatchVerdict::Refused(e) => assert_eq!(e.name(), name, "{schedule}: {e}"),
+            v => panic!("{schedule}: expected {name}, got {v}"),
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_sequence_computes_what_it_computes_alone() -> Result<()> {
+    // (schedule, pool): slot reuse, interleaving, a partial batch, a fork, rollbacks
+    let cases = [
+        ("admit s0 @1\ndecode s0=3\ndecode s0=5\n", (2, 1, 1)),
+        (
+            "admit s0 @0\nadmit s1 @2\ndecode s0=3 s1=9\nfinish s0\nadmit s2 @0\ndecode s2=4 s1=1\ndecode s1=8\n",
+            (3, 2, 1),
+        ),
+        ("admit s0 @0\ndecode s0=3\nfork s0 -> s1 @1\ndecode s1=7 s0=2\ndecode s1=1\n", (2, 2, 1)),
+        ("admit s0 @0\ndecode s0=3\ndecode s0=4\ndecode s0=5\nrollback s0 2\ndecode s0=6\n", (2, 1, 3)),
+        ("admit s0 @0\ndecode s0=3\nfork s0 -> s1 @1\ndecode s1=4\nrollback s1 2\ndecode s1=9 s0=9\n", (2, 2, 2)),
+    ];
+    for (schedule, pool) in cases {
+        let v = verdict(schedule, pool)?;
+        assert!(matches!(v, BatchVerdict::Agree { .. }), "{schedule}: {v}");
+    }
+    Ok(())
+}
+
+#[test]
+fn the_batched_program_reads_back_from_json() -> Result<()> {
+    let (_, program, _) = tiny()?;
+    let mut pool = BatchProgram::new(program, 4, 2, 3, 16)?;
+    pool.conv_index = StateIndex::Row;
+    let back: BatchProgram = serde_json::from_str(&serde_json::to_string(&pool)?)?;
+    assert_eq!(back, pool);
+    assert_eq!(pool.slot_state_name(stepcheck::engine::StateRef(0), 3).as_deref(), Some("l0.kcache@3"));
+    Ok(())
+}
+
+#[test]
+fn a_pool_without_room_is_refused_by_name() -> Result<()> {
+    let (_, program, _) = tiny()?;
+    // (slots, batch, capacity, name)
+    let cases = [(0, 1, 4, "no-slots"), (2, 0, 4, "batch-size"), (2, 3, 4, "batch-size"), (2, 2, 0, "no-capacity")];
+    for (slots, batch, capacity, name) in cases {
+        let e = BatchProgram::new(program.clone(), slots, batch, 1, capacity).err();
+        assert_eq!(e.map(|e| e.name()), Some(name), "{slots} slots, batch {batch}");
+    }
+    Ok(())
+}
+
+/// The outcome of a judged case as the tally counts it: `refused <name>`, `witness` or `agree`.
+fn label(o: &Outcome) -> String {
+    match o {
+        Outcome::Refused(name) => format!("refused {name}"),
+        Outcome::Agree => "agree".into(),
+        Outcome::Disagree { .. } => "witness".into(),
+        Outcome::Inconclusive => "inconclusive".into(),
+    }
+}
+
+/// What each mutation kind must come to: the refusals it may get (by name), whether the
+/// interpreters must catch it somewhere with a witness, and whether it may be harmless on some
+/// schedule (the symbolic run proves every row still reads its own sequence's state, and the
+/// interpreters agree). A kind must occur, and must be caught (refused or witnessed) at least once.
+const KIND_OUTCOMES: [(MutationKind, &[&str], bool, bool); 9] = [
+    (
+        MutationKind::SlotOffByOne,
+        &["reads-unclaimed-slot", "reads-freed-slot", "slot-twice-in-step", "restore-beyond-snapshots"],
+        true,
+        true,
+    ),
+    (MutationKind::ResetSkipped, &[], true, true),
+    (MutationKind::ReadFreedSlot, &["reads-freed-slot"], false, false),
+    (MutationKind::ForkShares, &[], true, true),
+    (MutationKind::ForkSkipsCopy, &["restore-beyond-snapshots"], true, true),
+    (MutationKind::RollbackWrongSnapshot, &["restore-beyond-snapshots"], true, true),
+    (MutationKind::PaddingWrites, &["reads-unclaimed-slot", "reads-freed-slot", "slot-twice-in-step"], true, true),
+    (MutationKind::ConvByRow, &[], true, true),
+    (MutationKind::ClaimLiveSlot, &["claim-of-live-slot"], false, false),
+];
+
+#[test]
+fn generated_schedules_and_mutations_get_the_outcomes_they_must_have() -> Result<()> {
+    let (graph, program, checkpoint) = tiny()?;
+    let mut tally: BTreeMap<(Option<MutationKind>, String), usize> = BTreeMap::new();
+    for seed in 0..cases() as u64 {
+        let bytes = seeded_bytes(seed, 256);
+        let case: BatchCase = draw_case(&bytes, &program);
+        let j = judge(&graph, &program, &checkpoint, &case)?;
+        // The interpreters give exactly the outcome validation and the symbolic run predict: a
+        // witness names the sequence and the step where it first reads a state not its own.
+        assert_eq!(
+            j.actual,
+            j.expected,
+            "seed {seed}, mutation {:?}\n{}verdict: {}",
+            case.mutation.map(|m| m.to_string()),
+            case.schedule,
+            j.verdict
+        );
+        if case.mutation.is_none() {
+            let want = case.refusal.map_or(Outcome::Agree, Outcome::Refused);
+            assert_eq!(j.actual, want, "seed {seed}: an unmutated schedule\n{}", case.schedule);
+        }
+        if let (Outcome::Disagree { seq, step }, BatchVerdict::Disagree(w)) = (&j.actual, &j.verdict) {
+            assert_eq!((w.seq, w.step), (*seq, *step), "seed {seed}: the witness names the sequence and step");
+        }
+        *tally.entry((case.mutation.map(|m| m.kind()), label(&j.actual))).or_default() += 1;
+    }
+    eprintln!("{tally:?}");
+    assert_eq!(KIND_OUTCOMES.map(|k| k.0), KINDS, "every kind has its expected outcomes");
+    for (kind, refusals, witness, harmless) in KIND_OUTCOMES {
+        let seen: Vec<(&str, usize)> =
+            tally.iter().filter(|((m, _), _)| *m == Some(kind)).map(|((_, l), n)| (l.as_str(), *n)).collect();
+        assert!(!seen.is_empty(), "{} never drawn in {} cases", kind.name(), cases());
+        for (l, _) in &seen {
+            let allowed = refusals.iter().any(|r| l.strip_prefix("refused ") == Some(r))
+                || (witness && *l == "witness")
+                || (harmless && *l == "agree");
+            assert!(allowed, "{}: outcome `{l}` is not one it may have: {seen:?}", kind.name());
+        }
+        let caught = |l: &str| l == "witness" || l.starts_with("refused ");
+        assert!(seen.iter().any(|(l, _)| caught(l)), "{} never caught: {seen:?}", kind.name());
+        if witness {
+            assert!(seen.iter().any(|(l, _)| *l == "witness"), "{} never witnessed: {seen:?}", kind.name());
+        }
+    }
+    assert!(tally.get(&(None, "agree".into())).is_some_and(|&n| n > 0), "no clean schedule agreed");
+    assert!(
+        tally.contains_key(&(None, "refused rollback-beyond-snapshots".into())),
+        "no rollback past the snapshots drawn"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_mutation_names_its_site_and_reads_back() -> Result<()> {
+    for text in ["slot-off-by-one op=3 row=1", "read-freed-slot op=7 row=0 slot=2", "conv-by-row", "fork-shares op=4"] {
+        let m: Mutation = text.parse()?;
+        assert_eq!(m.to_string(), text);
+    }
+    assert!("conv-by-row op=1".parse::<Mutation>().is_err());
+    Ok(())
+}
+
+#[test]
+fn the_lowering_pads_a_partial_batch_and_names_each_slot() -> Result<()> {
+    let (_, program, _) = tiny()?;
+    let pool = BatchProgram::new(program, 3, 3, 1, 16)?;
+    let l = lower_schedule(&"admit s0 @2\ndecode s0=5".parse()?, &pool)?;
+    let text = serde_json::to_string(&l.plan)?;
+    assert_eq!(
+        text,
+        r#"{"ops":[{"Claim":{"slot":2}},{"Zero":{"slot":2}},{"Step":{"rows":[{"slot":2,"token":5},{"slot":null,"token":0},{"slot":null,"token":0}]}}]}"#
+    );
+    Ok(())
+}
+
+/// Replays `tests/corpus_batch/*.case`: each must have the outcome its `expect` line states, and
+/// for a mutated plan, validation and the symbolic run must predict it before anything runs.
+#[test]
+fn the_batch_corpus_replays() -> Result<()> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus_batch");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)?.map(|e| e.map(|e| e.path())).collect::<std::io::Result<_>>()?;
+    files.retain(|p| p.extension().is_some_and(|e| e == "case"));
+    files.sort();
+    assert!(files.len() >= 8, "the corpus holds {} cases", files.len());
+    for path in files {
+        let file: CaseFile = std::fs::read_to_string(&path)?.parse().map_err(|e| format!("{}: {e}", path.display()))?;
+        let spec = presets::preset(&file.preset).ok_or("no such preset")?;
+        let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+        let program = lower_graph(&graph, Numerics::F32)?;
+        let checkpoint = random_checkpoint(&spec, 7);
+        let j = judge(&graph, &program, &checkpoint, &file.case())?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        assert_eq!(j.actual.to_string(), file.expect, "{name}: {}", j.verdict);
+        if file.mutation.is_some() {
+            assert_eq!(j.expected.to_string(), file.expect, "{name}: validation and the symbolic run");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_schedule_reads_as_a_table_of_steps_by_slots() -> Result<()> {
+    let (_, program, _) = tiny()?;
+    let pool = BatchProgram::new(program, 2, 2, 1, 16)?;
+    let schedule = "admit s0 @0\nadmit s1 @1\ndecode s0=21 s1=22\nfinish s0\ndecode s1=23".parse()?;
+    let want = "\
+step  @0          @1
+      claim @0, zero @0, claim @1, zero @1
+0     s0=21 r0    s1=22 r1
+      free @0
+1                 s1=23 r0
+";
+    assert_eq!(stepcheck::batch::table::table(&pool, &lower_schedule(&schedule, &pool)?), want);
+    Ok(())
+}
