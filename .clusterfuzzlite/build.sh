@@ -11,9 +11,15 @@ set -euo pipefail
 : "${OUT:?OUT must name the folder the targets are written to}"
 cd "$SRC/stepcheck"
 
-# The memory limit every target runs under: low enough that an allocation sized from a lying header
-# fails the run, high enough for `lower`'s largest generated case (docs/PERFORMANCE.md).
-RSS_LIMIT_MB="${RSS_LIMIT_MB:-2048}"
+# The memory limit (MB) each target runs under, as in .ci/run: the readers of sizes (case_file,
+# cli_args) get a low one, so that an allocation from an unchecked size fails the run; the others
+# keep libFuzzer's default, which `lower`'s largest generated case fits.
+rss_limit() {
+  case "$1" in
+    case_file | cli_args) echo 512 ;;
+    *) echo 2048 ;;
+  esac
+}
 
 # Optimised, with debug assertions and overflow checks on: an overflow in a size computed from a
 # header is a bug the targets exist to find. These are the flags `cargo fuzz run` builds with by
@@ -48,7 +54,7 @@ for target in "${targets[@]}"; do
   fi
   cat >"$OUT/$target.options" <<OPTIONS
 [libfuzzer]
-rss_limit_mb = $RSS_LIMIT_MB
+rss_limit_mb = $(rss_limit "$target")
 timeout = 30
 OPTIONS
 done
