@@ -9,7 +9,7 @@ use std::time::Instant;
 use stepcheck::r#gen::Case;
 use stepcheck::r#gen::draw::seeded_bytes;
 use stepcheck::r#gen::file::CaseFile;
-use stepcheck::r#gen::oracle::{Inconclusive, Judgement, Stats, judge_drawn};
+use stepcheck::r#gen::oracle::{Judgement, Stats, judge_drawn};
 
 fn bytes(index: u64) -> Vec<u8> {
     seeded_bytes(index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03, 256)
@@ -32,11 +32,7 @@ fn main() {
             reduced_accepted += 1;
         }
         if let Judgement::Inconclusive(why) = &j {
-            let kind = match why {
-                Inconclusive::NonFinite { .. } => "non-finite",
-                Inconclusive::ReducedStorage { .. } => "reduced storage",
-                Inconclusive::IllConditioned { .. } => "ill-conditioned f32",
-            };
+            let kind = why.kind();
             let n = inconclusive.entry(kind).or_default();
             *n += 1;
             if *n <= 2 {
