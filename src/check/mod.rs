@@ -21,7 +21,7 @@ pub use verdict::{Stage, Unjudged, Verdict, Witness};
 
 use crate::engine::numerics::Numerics;
 use crate::engine::program::Program;
-use crate::engine::run::{EngineRunner, Real, Rounding, RunError, Shadowed, StateValue};
+use crate::engine::run::{EngineRunner, Noisy, Real, Rounding, RunError, Shadowed, StateValue};
 use crate::ir::Graph;
 use crate::ir::interp::{InterpError, Runner, StateSnapshot};
 use crate::model::Checkpoint;
@@ -79,7 +79,7 @@ pub fn compare(
     if let Some(w) = structure.witness {
         return Ok(Verdict::Disagree(w));
     }
-    let model = engine_run::<f64>(program, checkpoint, tokens, Rounding::Model)?;
+    let model = engine_run::<Noisy>(program, checkpoint, tokens, Rounding::Model)?;
     let mut effect = Worst::new(Stage::Numerics, f64::INFINITY);
     exact.compare_with(&model, last, &mut effect);
     let tol = tolerance(effect.max_rel);

@@ -127,6 +127,13 @@ impl CaseFile {
                 seed = arg.parse().map_err(|_| err(format!("{arg:?} is not a seed")))?;
             } else if word == "steps" {
                 steps = arg.parse().map_err(|_| err(format!("{arg:?} is not a step count")))?;
+                if steps < crate::check::MIN_STEPS {
+                    return Err(err(format!(
+                        "steps {steps}: a verdict needs at least {} steps (state read once written, RoPE away \
+                         from position 0)",
+                        crate::check::MIN_STEPS
+                    )));
+                }
             } else {
                 return Err(err(format!("{word:?} is not spec, graph, mutation, shim, numerics, seed or steps")));
             }

@@ -22,7 +22,7 @@ mod units;
 use std::mem;
 
 pub use error::RunError;
-pub use real::{Keep, Real, Rounding, Shadowed};
+pub use real::{Keep, Noisy, Real, Rounding, Shadowed};
 pub use state::{EngineState, StateData, StateValue};
 
 use crate::engine::program::{Buf, Program};

@@ -293,6 +293,106 @@ impl Real for Shadowed {
     }
 }
 
+/// An f64 value each of whose operations is moved, after it, by one f32 unit roundoff (2⁻²⁴) up
+/// or down (a sign drawn from the result's own bits): a model of f32 arithmetic, whose every
+/// operation rounds by at most that. Its run's distance from the exact run bounds, within a
+/// margin, what f32 arithmetic does to the program, inside units too (`check::tolerance`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, PartialOrd)]
+pub struct Noisy(pub f64);
+
+impl Noisy {
+    #[inline(never)]
+    fn moved(x: f64) -> Noisy {
+        let bits = x.to_bits().wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let sign = if bits >> 63 == 0 { 1.0 } else { -1.0 };
+        Noisy(x * (1.0 + sign * Storage::F32.unit_roundoff()))
+    }
+}
+
+impl From<f32> for Noisy {
+    fn from(x: f32) -> Noisy {
+        Noisy(f64::from(x))
+    }
+}
+
+impl Add for Noisy {
+    type Output = Noisy;
+    fn add(self, o: Noisy) -> Noisy {
+        Noisy::moved(self.0 + o.0)
+    }
+}
+
+impl Sub for Noisy {
+    type Output = Noisy;
+    fn sub(self, o: Noisy) -> Noisy {
+        Noisy::moved(self.0 - o.0)
+    }
+}
+
+impl Mul for Noisy {
+    type Output = Noisy;
+    fn mul(self, o: Noisy) -> Noisy {
+        Noisy::moved(self.0 * o.0)
+    }
+}
+
+impl Div for Noisy {
+    type Output = Noisy;
+    fn div(self, o: Noisy) -> Noisy {
+        Noisy::moved(self.0 / o.0)
+    }
+}
+
+impl Neg for Noisy {
+    type Output = Noisy;
+    fn neg(self) -> Noisy {
+        Noisy(-self.0)
+    }
+}
+
+impl AddAssign for Noisy {
+    fn add_assign(&mut self, o: Noisy) {
+        *self = *self + o;
+    }
+}
+
+impl MulAssign for Noisy {
+    fn mul_assign(&mut self, o: Noisy) {
+        *self = *self * o;
+    }
+}
+
+impl Sum for Noisy {
+    fn sum<I: Iterator<Item = Noisy>>(iter: I) -> Noisy {
+        iter.fold(Noisy(-0.0), Add::add)
+    }
+}
+
+impl Real for Noisy {
+    fn of(x: f64) -> Noisy {
+        Noisy(x)
+    }
+    fn wide(self) -> f64 {
+        self.0
+    }
+    fn apply(self, f: fn(f64) -> f64) -> Noisy {
+        Noisy::moved(f(self.0))
+    }
+    fn sqrt(self) -> Noisy {
+        Noisy::moved(self.0.sqrt())
+    }
+    fn exp(self) -> Noisy {
+        Noisy::moved(self.0.exp())
+    }
+    fn max(self, o: Noisy) -> Noisy {
+        Noisy(self.0.max(o.0))
+    }
+    const NEG_INFINITY: Noisy = Noisy(f64::NEG_INFINITY);
+    fn round_to(self, storage: Storage) -> Noisy {
+        Noisy(self.0.round_to(storage))
+    }
+}
+
 /// What a run does where the engine stores a value (a buffer a unit writes, a conv window, a
 /// delta state, a KV cache).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
