@@ -27,7 +27,7 @@ fn main() {
         let Some(drawn) = Case::draw(&bytes(i)) else { continue };
         let case = drawn.case.clone();
         let j = judge_drawn(drawn);
-        stats.record(&j);
+        stats.record_at(&j, case.numerics);
         if matches!(j, Judgement::Agreed { .. } | Judgement::Inconclusive(_)) && case.numerics != Default::default() {
             reduced_accepted += 1;
         }
@@ -60,4 +60,5 @@ fn main() {
     eprintln!("{stats} in {:.1?} ({:.0} µs a case)", t0.elapsed(), t0.elapsed().as_secs_f64() * 1e6 / cases as f64);
     eprintln!("failures by mutation kind: {failures_by_kind:?}");
     eprintln!("inconclusive: {inconclusive:?}, of {reduced_accepted} accepted at reduced storage");
+    eprintln!("by numerics (compared, inconclusive): {:?}", stats.by_numerics);
 }
