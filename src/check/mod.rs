@@ -362,7 +362,8 @@ mod tests {
         // (bug, spec edit, numerics, the stage that must catch it). On the old check the first was
         // excused as ill-conditioned, the second and the last were agree or inconclusive at
         // reduced storage, and RoPE's direction was invisible at one step.
-        let cases: [(Bug, fn(&mut crate::model::ModelSpec), Numerics, Stage); 4] = [
+        type Edit = fn(&mut crate::model::ModelSpec);
+        let cases: [(Bug, Edit, Numerics, Stage); 4] = [
             (Bug::EngineGatedNormEpsFixed, large_eps, Numerics::F32, Stage::Structure),
             (Bug::EngineL2EpsOutsideSqrt, |_| {}, Numerics::BF16, Stage::Structure),
             (Bug::EngineRopeBackwards, |_| {}, Numerics::F32, Stage::Structure),
