@@ -7,8 +7,8 @@
 //!
 //! 1. the structure: the engine's units over f64 with every stored value kept exactly, against the
 //!    reference, mapped to the reference's layouts, within [`EXACT`] — no excuse;
-//! 2. the numerics: the engine as it runs against that exact run, in the engine's layouts, within
-//!    the tolerance a model of rounding at every store measures on the exact run.
+//! 2. the numerics: the engine as it runs against its f64 shadow (`Shadowed`), in the engine's
+//!    layouts, within the tolerance a model of f32 arithmetic (`Noisy`) measures on the exact run.
 //!
 //! [`compare_graphs`] judges the shim the same way: the authored graph against the graph the shim
 //! fused, both in the reference interpreter, within [`EXACT`].

@@ -56,9 +56,9 @@ pub struct Witness {
 pub enum Unjudged {
     /// The reference produced NaN or Inf: where it first did.
     NonFinite { step: usize, tensor: String, index: usize },
-    /// The structure agrees within [`super::EXACT`], but moving every stored value by one unit
-    /// roundoff moves the output by more than [`super::LIMIT`] of its scale: rounding alone can do
-    /// what a wrong program does, so the numerics cannot be judged. `structure` is the exact run's
+    /// The structure agrees within [`super::EXACT`], but f32 arithmetic modelled at every operation
+    /// moves the output by more than [`super::LIMIT`] of its scale (with the margin): rounding
+    /// alone can do what a wrong program does, so the numerics cannot be judged. `structure` is the exact run's
     /// largest relative error and `tolerance` the numerics tolerance the model gave.
     RoundingDominates { structure: f64, tolerance: f64 },
     /// The structure agrees within [`super::EXACT`], and at reduced storage the engine is off its
@@ -136,7 +136,7 @@ impl fmt::Display for Unjudged {
             }
             Unjudged::RoundingDominates { structure, tolerance } => write!(
                 f,
-                "the structure agrees within {structure:.2e}, but rounding each stored value by one unit roundoff \
+                "the structure agrees within {structure:.2e}, but f32 arithmetic (every operation moved by 2^-24) \
                  moves the output by {tolerance:.2e} of its scale (with the margin), beyond the limit {:.2e}",
                 super::LIMIT
             ),
