@@ -9,7 +9,7 @@ use std::time::Instant;
 use stepcheck::r#gen::Case;
 use stepcheck::r#gen::draw::seeded_bytes;
 use stepcheck::r#gen::file::CaseFile;
-use stepcheck::r#gen::oracle::{Inconclusive, Judgement, Stats, judge_drawn};
+use stepcheck::r#gen::oracle::{Judgement, Stats, judge_drawn};
 
 fn bytes(index: u64) -> Vec<u8> {
     seeded_bytes(index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03, 256)
@@ -27,16 +27,12 @@ fn main() {
         let Some(drawn) = Case::draw(&bytes(i)) else { continue };
         let case = drawn.case.clone();
         let j = judge_drawn(drawn);
-        stats.record(&j);
+        stats.record_at(&j, case.numerics);
         if matches!(j, Judgement::Agreed { .. } | Judgement::Inconclusive(_)) && case.numerics != Default::default() {
             reduced_accepted += 1;
         }
         if let Judgement::Inconclusive(why) = &j {
-            let kind = match why {
-                Inconclusive::NonFinite { .. } => "non-finite",
-                Inconclusive::ReducedStorage { .. } => "reduced storage",
-                Inconclusive::IllConditioned { .. } => "ill-conditioned f32",
-            };
+            let kind = why.kind();
             let n = inconclusive.entry(kind).or_default();
             *n += 1;
             if *n <= 2 {
@@ -64,4 +60,5 @@ fn main() {
     eprintln!("{stats} in {:.1?} ({:.0} µs a case)", t0.elapsed(), t0.elapsed().as_secs_f64() * 1e6 / cases as f64);
     eprintln!("failures by mutation kind: {failures_by_kind:?}");
     eprintln!("inconclusive: {inconclusive:?}, of {reduced_accepted} accepted at reduced storage");
+    eprintln!("by numerics (compared, inconclusive): {:?}", stats.by_numerics);
 }

@@ -1,33 +1,72 @@
-//! The verdict of a check: agree, disagree with a witness, or inconclusive.
+//! The verdict of a check: agree, disagree with a witness, or inconclusive with the reason.
 
 use std::fmt;
 
 /// What comparing the two interpreters found.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
-    /// Every compared value is within tolerance: the largest absolute error, and the largest error
-    /// relative to the scale of its tensor.
-    Agree { steps: usize, values: usize, max_abs: f64, max_rel: f64, tolerance: f64 },
-    /// The first value found out of tolerance.
+    /// Every compared value is within tolerance. `structure` is the largest error of the exact run
+    /// against the reference (relative to its tensor's scale, within [`super::EXACT`]); `max_abs`
+    /// and `max_rel` are the largest errors of the engine as it runs against its exact run, and
+    /// `tolerance` the numerics tolerance they are within.
+    Agree { steps: usize, values: usize, structure: f64, max_abs: f64, max_rel: f64, tolerance: f64 },
+    /// The value furthest out of tolerance, in the first comparison that found one.
     Disagree(Witness),
-    /// The reference produced NaN or Inf, so nothing can be said: where it first did.
-    Inconclusive { step: usize, tensor: String, index: usize },
+    /// Nothing can be concluded, and why.
+    Inconclusive(Unjudged),
 }
 
-/// A value the engine computes differently from the reference.
+/// Which comparison a witness comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The authored graph against the graph the shim fused, both in the reference interpreter.
+    Shim,
+    /// The engine's units over f64, every stored value kept exactly, against the reference: the
+    /// program's structure.
+    Structure,
+    /// The engine as it runs against its exact run: the program's numerics.
+    Numerics,
+}
+
+/// A value computed differently by the two sides of a comparison: the worst one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Witness {
+    pub stage: Stage,
     /// The step (0-based) after which the value was read.
     pub step: usize,
     /// `logits`, or the name of a piece of carried state.
     pub tensor: String,
-    /// The index in the tensor, row-major in the reference's layout.
+    /// The index in the tensor, row-major in the reference's layout (the engine's for
+    /// [`Stage::Numerics`]).
     pub index: usize,
+    /// The value judged against: the reference's (the exact run's for [`Stage::Numerics`], the
+    /// authored graph's for [`Stage::Shim`]).
     pub reference: f64,
+    /// The value judged: the engine's (the fused graph's for [`Stage::Shim`]).
     pub engine: f64,
     /// The tolerance it is out of, in absolute terms (the relative tolerance times the tensor's
     /// scale).
     pub tolerance: f64,
+    /// The error relative to the tensor's scale.
+    pub relative: f64,
+}
+
+/// Why a comparison concluded nothing.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Unjudged {
+    /// The reference produced NaN or Inf: where it first did.
+    NonFinite { step: usize, tensor: String, index: usize },
+    /// The structure agrees within [`super::EXACT`], but f32 arithmetic modelled at every operation
+    /// moves the output by more than [`super::LIMIT`] of its scale (with the margin): rounding
+    /// alone can do what a wrong program does, so the numerics cannot be judged. `structure` is the exact run's
+    /// largest relative error and `tolerance` the numerics tolerance the model gave.
+    RoundingDominates { structure: f64, tolerance: f64 },
+    /// The structure agrees within [`super::EXACT`], and at reduced storage the engine is off its
+    /// shadow by more than f32 arithmetic explains, but by no more than [`super::MARGIN`] times
+    /// what rounding flips do (every value moved by an f32 unit roundoff, then rounded to its
+    /// storage: `bound`, relative to the scale). An engine that rounds to the wrong type is off
+    /// by more at its first store.
+    RoundingFlips { witness: Witness, bound: f64 },
 }
 
 impl Verdict {
@@ -35,7 +74,29 @@ impl Verdict {
         match self {
             Verdict::Agree { .. } => "agree",
             Verdict::Disagree(_) => "disagree",
-            Verdict::Inconclusive { .. } => "inconclusive",
+            Verdict::Inconclusive(_) => "inconclusive",
+        }
+    }
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Shim => "shim",
+            Stage::Structure => "structure",
+            Stage::Numerics => "numerics",
+        }
+    }
+}
+
+impl Unjudged {
+    /// The reason's kind, stable for counting and for corpus files: `non-finite`,
+    /// `rounding-dominates`, `rounding-flips`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Unjudged::NonFinite { .. } => "non-finite",
+            Unjudged::RoundingDominates { .. } => "rounding-dominates",
+            Unjudged::RoundingFlips { .. } => "rounding-flips",
         }
     }
 }
@@ -43,19 +104,55 @@ impl Verdict {
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Verdict::Agree { steps, values, max_abs, max_rel, tolerance } => write!(
+            Verdict::Agree { steps, values, structure, max_abs, max_rel, tolerance } => write!(
                 f,
-                "agree over {steps} steps ({values} values): max abs error {max_abs:.2e}, max rel error {max_rel:.2e} \
-                 (tolerance {tolerance:.2e})"
+                "agree over {steps} steps ({values} values): structure within {structure:.2e}; numerics max abs \
+                 error {max_abs:.2e}, max rel error {max_rel:.2e} (tolerance {tolerance:.2e})"
             ),
             Verdict::Disagree(w) => write!(
                 f,
-                "disagree at step {} in {}[{}]: reference {} engine {} (tolerance {:.2e})",
-                w.step, w.tensor, w.index, w.reference, w.engine, w.tolerance
+                "disagree ({}) at step {} in {}[{}]: {} {} {} {} (rel error {:.2e}, tolerance {:.2e})",
+                w.stage.name(),
+                w.step,
+                w.tensor,
+                w.index,
+                if w.stage == Stage::Shim { "authored" } else { "reference" },
+                w.reference,
+                if w.stage == Stage::Shim { "fused" } else { "engine" },
+                w.engine,
+                w.relative,
+                w.tolerance
             ),
-            Verdict::Inconclusive { step, tensor, index } => {
-                write!(f, "inconclusive: the reference is not finite at step {step} in {tensor}[{index}]")
+            Verdict::Inconclusive(why) => write!(f, "inconclusive ({}): {why}", why.kind()),
+        }
+    }
+}
+
+impl fmt::Display for Unjudged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unjudged::NonFinite { step, tensor, index } => {
+                write!(f, "the reference is not finite at step {step} in {tensor}[{index}]")
             }
+            Unjudged::RoundingDominates { structure, tolerance } => write!(
+                f,
+                "the structure agrees within {structure:.2e}, but f32 arithmetic (every operation moved by 2^-24) \
+                 moves the output by {tolerance:.2e} of its scale (with the margin), beyond the limit {:.2e}",
+                super::LIMIT
+            ),
+            Unjudged::RoundingFlips { witness, bound } => write!(
+                f,
+                "the structure agrees; at reduced storage the engine is {:.2e} of the scale off its shadow at step {} \
+                 in {}[{}] (reference {} engine {}), beyond f32 arithmetic ({:.2e}) but within what rounding flips do \
+                 ({bound:.2e})",
+                witness.relative,
+                witness.step,
+                witness.tensor,
+                witness.index,
+                witness.reference,
+                witness.engine,
+                witness.tolerance
+            ),
         }
     }
 }

@@ -134,6 +134,13 @@ impl CaseFile {
                 seed = arg.parse().map_err(|_| err(format!("{arg:?} is not a seed")))?;
             } else if word == "steps" {
                 steps = limits::parse_count("field `steps`", arg, limits::MAX_STEPS).map_err(err)?;
+                if steps < crate::check::MIN_STEPS {
+                    return Err(err(format!(
+                        "steps {steps}: a verdict needs at least {} steps (state read once written, RoPE away \
+                         from position 0)",
+                        crate::check::MIN_STEPS
+                    )));
+                }
             } else {
                 return Err(err(format!("{word:?} is not spec, graph, mutation, shim, numerics, seed or steps")));
             }

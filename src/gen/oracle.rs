@@ -2,13 +2,14 @@
 //!
 //! Every accepted program computes what its graph computes: when `lower_graph_with` accepts a
 //! case's graph, both interpreters run it over the case's tokens on the seeded random checkpoint
-//! of its spec, and a disagreement is a soundness failure with its witness. Every refused graph
-//! names the right error: the `LowerError` variant and its place (block and layer) must be one the
-//! case allows ([`super::Case::expected`]). A comparison that concludes nothing is counted as
-//! inconclusive, never passed as agreement: the reference went NaN or Inf; or the engine is off by
-//! more than the tolerance in a way the program's structure does not explain ([`Inconclusive`]:
-//! reduced storage where the same graph agrees at f32; an f32 graph that amplifies one ulp of its
-//! weights beyond what an f32 comparison can bound).
+//! of its spec ([`crate::check::compare`]: the structure exactly, then the numerics), and a
+//! disagreement is a soundness failure with its worst witness. Every refused graph names the right
+//! error: the `LowerError` variant and its place (block and layer) must be one the case allows
+//! ([`super::Case::expected`]). For every case with a spec, accepted or refused, the graph the shim
+//! was given and the graph it made run in the reference interpreter and must agree exactly
+//! ([`crate::check::compare_graphs`]): a shim that mis-fuses is a failure with its witness. A
+//! comparison that concludes nothing is counted as inconclusive, never passed as agreement, and only
+//! for a reason that cannot hide a wrong structure ([`Inconclusive`]).
 
 use std::fmt;
 
@@ -16,11 +17,10 @@ use super::case::{Case, Drawn, Input};
 use super::mutation::Stage;
 use super::outcome::{Expected, Outcome};
 pub use super::stats::Stats;
-use crate::check::{Verdict, Witness, compare};
+use crate::check::{Unjudged, Verdict, Witness, compare, compare_graphs};
+use crate::engine::Program;
 use crate::engine::lower::{LowerError, lower_graph_with};
-use crate::engine::{Numerics, Program};
 use crate::ir::Graph;
-use crate::model::Checkpoint;
 use crate::model::author::decode_step;
 use crate::model::random::random_checkpoint;
 
@@ -31,6 +31,10 @@ pub struct Trace {
     pub authored: Option<Graph>,
     /// The graph the engine's shim left and `lower_graph_with` read (mutated at its stage).
     pub fused: Graph,
+    /// The graph the shim was given (the authored step or the case's graph, mutated when the
+    /// mutation is of the authored graph) and what the shim made of it, before any mutation of
+    /// the fused graph: the pair [`crate::check::compare_graphs`] judges.
+    pub shim: (Graph, Graph),
     pub lowered: Result<Program, LowerError>,
 }
 
@@ -55,20 +59,19 @@ fn trace_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Res
     };
     let mutated_after_default_shim =
         case.without.is_none() && case.mutation.as_ref().is_some_and(|m| m.stage() == Stage::Fused);
+    let input = match (&case.input, &authored) {
+        (Input::Graph { graph, .. }, _) => graph.clone(),
+        (_, Some(g)) => g.clone(),
+        (_, None) => return Err("no step to lower".into()),
+    };
+    let input = mutate(input, Stage::Authored)?;
     let prepared = match fused {
         Some(f) if mutated_after_default_shim => f,
-        _ => {
-            let graph = match (&case.input, &authored) {
-                (Input::Graph { graph, .. }, _) => graph.clone(),
-                (_, Some(g)) => g.clone(),
-                (_, None) => return Err("no step to lower".into()),
-            };
-            shim.prepare(&mutate(graph, Stage::Authored)?)
-        }
+        _ => shim.prepare(&input),
     };
-    let fused = mutate(prepared, Stage::Fused)?;
+    let fused = mutate(prepared.clone(), Stage::Fused)?;
     let lowered = lower_graph_with(&fused, case.numerics, &shim);
-    Ok(Trace { authored, fused, lowered })
+    Ok(Trace { authored, fused, shim: (input, prepared), lowered })
 }
 
 /// What the oracle found on a case.
@@ -87,8 +90,12 @@ pub enum Judgement {
 /// A failure of the gate on a case.
 #[derive(Clone, Debug)]
 pub enum Failure {
-    /// Accepted, and the program computes something else than the graph: the witness.
+    /// Accepted, and the program computes something else than the graph: the worst witness, of
+    /// the structure or of the numerics.
     Unsound { witness: Witness, program: String },
+    /// The shim made a graph that computes something else than the graph it was given: the
+    /// worst witness, and what `lower_graph` then did with the fused graph.
+    MisFused { witness: Witness, found: Outcome },
     /// An outcome the case does not allow (with the refusal's message when refused).
     WrongOutcome { expected: Expected, found: Outcome, message: String },
     /// The case could not be run: the author refused its spec, its mutation did not apply, or
@@ -113,6 +120,15 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
         Err(why) => return Judgement::Failure(Failure::Broken { why }),
     };
     let outcome = Outcome::of(&t.lowered);
+    let checkpoint = case.spec().map(|spec| random_checkpoint(spec, case.seed));
+    let tokens = case.tokens();
+    // The shim, on every case with a checkpoint: both graphs must run for a comparison (a mutation
+    // of the authored graph may leave one the reference cannot run, which lowering refuses).
+    if let Some(ckpt) = &checkpoint
+        && let Ok(Some(witness)) = compare_graphs(&t.shim.0, &t.shim.1, ckpt, &tokens)
+    {
+        return Judgement::Failure(Failure::MisFused { witness, found: outcome });
+    }
     let wrong = |message: String| {
         expected
             .as_ref()
@@ -123,110 +139,45 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
         Err(error) => return wrong(error.to_string()).unwrap_or(Judgement::Refused { error }),
         Ok(p) => p,
     };
-    let Some(spec) = case.spec() else {
+    let Some(checkpoint) = checkpoint else {
         return Judgement::Failure(Failure::Broken {
             why: "the graph was accepted, but the case names no spec to make its checkpoint from".into(),
         });
     };
-    let checkpoint = random_checkpoint(spec, case.seed);
-    let verdict = match compare(&t.fused, &program, &checkpoint, &case.tokens()) {
+    let verdict = match compare(&t.fused, &program, &checkpoint, &tokens) {
         Ok(v) => v,
         Err(e) => return Judgement::Failure(Failure::Broken { why: format!("the check could not run: {e}") }),
     };
-    let tokens = case.tokens();
-    let settled = match verdict {
-        Verdict::Disagree(witness) if case.numerics != Numerics::F32 => {
-            // Reduced storage: the tolerance is measured, not proved. The same graph at f32 decides
-            // whether the program computes what the graph says.
-            let at_f32 = lower_graph_with(&t.fused, Numerics::F32, &case.shim())
-                .map_err(|e| e.to_string())
-                .and_then(|p| compare(&t.fused, &p, &checkpoint, &tokens).map(|v| (p, v)).map_err(|e| e.to_string()));
-            match at_f32 {
-                Ok((_, f32 @ Verdict::Agree { .. })) => {
-                    Ok(Inconclusive::ReducedStorage { verdict: Verdict::Disagree(witness), at_f32: f32 })
-                }
-                Ok((p, Verdict::Disagree(w))) => at_f32_disagreement(w, p.to_string(), &t.fused, &checkpoint, &tokens),
-                _ => Err(Failure::Unsound { witness, program: program.to_string() }),
-            }
+    match verdict {
+        Verdict::Disagree(witness) => Judgement::Failure(Failure::Unsound { witness, program: program.to_string() }),
+        Verdict::Inconclusive(why) => {
+            let why = Inconclusive { why, numerics: case.numerics };
+            wrong(format!("the program was accepted ({why})")).unwrap_or(Judgement::Inconclusive(why))
         }
-        Verdict::Disagree(witness) => at_f32_disagreement(witness, program.to_string(), &t.fused, &checkpoint, &tokens),
-        Verdict::Inconclusive { .. } => Ok(Inconclusive::NonFinite { verdict }),
-        v => return wrong(format!("the program was accepted ({v})")).unwrap_or(Judgement::Agreed { verdict: v }),
-    };
-    match settled {
-        Err(f) => Judgement::Failure(f),
-        Ok(why) => wrong(format!("the program was accepted ({why})")).unwrap_or(Judgement::Inconclusive(why)),
+        v => wrong(format!("the program was accepted ({v})")).unwrap_or(Judgement::Agreed { verdict: v }),
     }
 }
 
-/// Why an accepted case's comparison concluded nothing.
+/// Why an accepted case's comparison concluded nothing ([`Unjudged`]), at the case's numerics.
+/// The structural comparison is exact and never excused, so neither reason can stand for a value
+/// that is wrong at f64: the reference itself went NaN or Inf (nothing was compared), or the
+/// structure agreed and rounding at every store moves the output as far as a wrong program would.
 #[derive(Clone, Debug)]
-pub enum Inconclusive {
-    /// The reference went NaN or Inf.
-    NonFinite { verdict: Verdict },
-    /// At reduced storage the engine is off the reference by more than the tolerance measured on
-    /// the reference, while the same graph lowered at f32 agrees: the program's structure is right,
-    /// and the divergence is rounding the measured tolerance did not bound.
-    ReducedStorage { verdict: Verdict, at_f32: Verdict },
-    /// At f32 the engine is off by more than the fixed f32 tolerance, but by less than
-    /// [`ILL_CONDITIONED`] times what the reference itself moves when every weight moves by one
-    /// unit roundoff (`per_ulp`, relative to the tensor's scale): the graph amplifies rounding
-    /// beyond what an f32 comparison can bound (tiny heads, a norm of a near-zero vector).
-    IllConditioned { verdict: Verdict, per_ulp: f64 },
+pub struct Inconclusive {
+    pub why: Unjudged,
+    pub numerics: crate::engine::Numerics,
 }
 
-/// How many times the reference's own sensitivity to a one-ulp change of every weight an f32
-/// disagreement must exceed to be a soundness failure. The engine rounds every value it computes
-/// by up to one ulp, many times along each path, which the weight perturbation does not model; a
-/// well-conditioned graph moves by about one ulp of its scale per ulp, so the bound (≈ 6·10⁻⁵ of
-/// the scale) stays under the fixed f32 tolerance and never excuses it. A wrong program is off by
-/// 0.1–1 of the scale (every bug class the gate is meant to catch), which exceeds the bound
-/// unless one ulp on every weight moves the reference by 10⁻⁴ of its scale: a graph no f32
-/// comparison can judge.
-pub const ILL_CONDITIONED: f64 = 1024.0;
-
-/// A disagreement at f32: unsound, unless the graph is ill-conditioned enough to explain it.
-fn at_f32_disagreement(
-    witness: Witness,
-    program: String,
-    graph: &Graph,
-    checkpoint: &Checkpoint,
-    tokens: &[u32],
-) -> Result<Inconclusive, Failure> {
-    let scale = witness.tolerance / crate::check::tolerance(None);
-    let error = (witness.engine - witness.reference).abs() / scale;
-    match sensitivity_per_ulp(graph, checkpoint, tokens) {
-        Some(per_ulp) if error <= ILL_CONDITIONED * per_ulp * F32_U => {
-            Ok(Inconclusive::IllConditioned { verdict: Verdict::Disagree(witness), per_ulp })
-        }
-        _ => Err(Failure::Unsound { witness, program }),
+impl Inconclusive {
+    /// The reason's kind: `non-finite` or `rounding-dominates`.
+    pub fn kind(&self) -> &'static str {
+        self.why.kind()
     }
-}
-
-/// The unit roundoff of f32, 2⁻²⁴.
-const F32_U: f64 = 1.0 / 16_777_216.0;
-
-/// How far the reference moves, relative to each tensor's scale, when every checkpoint value moves
-/// by `2⁻²⁰` of itself, per unit of that ([`crate::check::sensitivity_per_unit`]).
-fn sensitivity_per_ulp(graph: &Graph, checkpoint: &Checkpoint, tokens: &[u32]) -> Option<f64> {
-    crate::check::sensitivity_per_unit(graph, checkpoint, tokens, 2f64.powi(-20)).ok()
 }
 
 impl fmt::Display for Inconclusive {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Inconclusive::NonFinite { verdict } => write!(f, "{verdict}"),
-            Inconclusive::ReducedStorage { verdict, at_f32 } => write!(
-                f,
-                "inconclusive at reduced storage: {verdict}, beyond the tolerance measured on the reference, \
-                 while at f32 the program agrees ({at_f32})"
-            ),
-            Inconclusive::IllConditioned { verdict, per_ulp } => write!(
-                f,
-                "inconclusive, ill-conditioned: {verdict}, while one ulp on every weight moves the reference by \
-                 {per_ulp:.2e} ulp of its scale"
-            ),
-        }
+        write!(f, "inconclusive ({}) at {}: {}", self.kind(), self.numerics, self.why)
     }
 }
 
@@ -243,6 +194,7 @@ impl Judgement {
             Judgement::Agreed { .. } | Judgement::Inconclusive(_) => Some(Outcome::Accepted),
             Judgement::Refused { error } => Some(Outcome::refused(error)),
             Judgement::Failure(Failure::Unsound { .. }) => Some(Outcome::Accepted),
+            Judgement::Failure(Failure::MisFused { found, .. }) => Some(found.clone()),
             Judgement::Failure(Failure::WrongOutcome { found, .. }) => Some(found.clone()),
             Judgement::Failure(Failure::Broken { .. }) => None,
         }
@@ -256,6 +208,9 @@ impl Judgement {
             Judgement::Inconclusive(why) => format!("accepted, but {why}"),
             Judgement::Failure(Failure::Unsound { witness, .. }) => {
                 format!("accepted, but {}", Verdict::Disagree(witness.clone()))
+            }
+            Judgement::Failure(Failure::MisFused { witness, found }) => {
+                format!("{found}, but {}", Verdict::Disagree(witness.clone()))
             }
             Judgement::Failure(Failure::Broken { why }) => format!("broken: {why}"),
             _ => self.outcome().map(|o| o.to_string()).unwrap_or_default(),
@@ -272,6 +227,11 @@ impl fmt::Display for Judgement {
             Judgement::Failure(Failure::Unsound { witness, program }) => write!(
                 f,
                 "SOUNDNESS FAILURE: the program was accepted and computes something else than its graph: {}\n{program}",
+                Verdict::Disagree(witness.clone())
+            ),
+            Judgement::Failure(Failure::MisFused { witness, found }) => write!(
+                f,
+                "SHIM FAILURE: the fused graph computes something else than the graph the shim was given ({found}): {}",
                 Verdict::Disagree(witness.clone())
             ),
             Judgement::Failure(Failure::WrongOutcome { expected, found, message }) => {

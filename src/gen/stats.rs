@@ -14,6 +14,10 @@ pub struct Stats {
     pub refused: BTreeMap<&'static str, u64>,
     pub inconclusive: u64,
     pub failures: u64,
+    /// Per numerics (its text form), the cases accepted (agreeing, inconclusive or unsound) and
+    /// the inconclusive among them: the budget of inconclusive verdicts is counted over the cases
+    /// that reached a comparison, at each numerics, never over all cases.
+    pub by_numerics: BTreeMap<String, (u64, u64)>,
 }
 
 impl Stats {
@@ -26,6 +30,27 @@ impl Stats {
             Judgement::Inconclusive(_) => self.inconclusive += 1,
             Judgement::Failure(_) => self.failures += 1,
         }
+    }
+
+    /// Counts one judgement of a case at `numerics`, also per numerics.
+    pub fn record_at(&mut self, j: &Judgement, numerics: crate::engine::Numerics) {
+        self.record(j);
+        let compared = matches!(
+            j,
+            Judgement::Agreed { .. }
+                | Judgement::Inconclusive(_)
+                | Judgement::Failure(super::oracle::Failure::Unsound { .. })
+        );
+        if compared {
+            let e = self.by_numerics.entry(numerics.to_string()).or_default();
+            e.0 += 1;
+            e.1 += u64::from(matches!(j, Judgement::Inconclusive(_)));
+        }
+    }
+
+    /// The cases that reached a comparison: agreeing or inconclusive (failures aside).
+    pub fn compared(&self) -> u64 {
+        self.accepted + self.inconclusive
     }
 
     /// How many cases were refused, in all.

@@ -6,26 +6,34 @@
 
 use std::thread;
 
+use super::real::Real;
+
 /// The independent accumulators of a dot product.
 pub const LANES: usize = 16;
 
 /// A matrix with at least this many values is split over threads.
 pub const PARALLEL_VALUES: usize = 1 << 20;
 
-/// `Σ a[i]·b[i]` over the common length, in f32, with [`LANES`] independent accumulators summed in
+/// `Σ a[i]·b[i]` over the common length, in `R`, with [`LANES`] independent accumulators summed in
 /// order at the end (a pairwise tree here makes the compiler choose 2-wide vectors: 1.7× slower).
-pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+/// `a` may be weights (f32, widened exactly) or values of `R`.
+pub fn dot<W: Copy, R: Real + From<W>>(a: &[W], b: &[R]) -> R {
+    R::dot(a, b)
+}
+
+/// [`dot`] itself, for a [`Real`] that computes it as it is written here.
+pub fn lanes<W: Copy, R: Real + From<W>>(a: &[W], b: &[R]) -> R {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0f32; LANES];
+    let mut acc = [R::default(); LANES];
     let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     let (ra, rb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
         for i in 0..LANES {
-            acc[i] += x[i] * y[i];
+            acc[i] += R::from(x[i]) * y[i];
         }
     }
-    acc.iter().sum::<f32>() + ra.iter().zip(rb).map(|(x, y)| x * y).sum::<f32>()
+    acc.iter().copied().sum::<R>() + ra.iter().zip(rb).map(|(&x, &y)| R::from(x) * y).sum::<R>()
 }
 
 /// `Σ x[i]`, in f32, with [`LANES`] independent accumulators: the cost of streaming `x` once.
@@ -42,9 +50,9 @@ pub fn sum(x: &[f32]) -> f32 {
 }
 
 /// `out = w · x` for a row-major `w` of `out.len()` rows of `x.len()` values, on this thread.
-pub fn matvec(w: &[f32], x: &[f32], out: &mut [f32]) {
+pub fn matvec<R: Real>(w: &[f32], x: &[R], out: &mut [R]) {
     if x.is_empty() {
-        out.fill(0.0);
+        out.fill(R::default());
         return;
     }
     for (o, row) in out.iter_mut().zip(w.chunks_exact(x.len())) {
@@ -54,7 +62,7 @@ pub fn matvec(w: &[f32], x: &[f32], out: &mut [f32]) {
 
 /// `out = w · x` as [`matvec`], with the rows split over up to `threads` threads when `w` holds at
 /// least [`PARALLEL_VALUES`] values.
-pub fn par_matvec(w: &[f32], x: &[f32], out: &mut [f32], threads: usize) {
+pub fn par_matvec<R: Real>(w: &[f32], x: &[R], out: &mut [R], threads: usize) {
     let rows = out.len();
     if threads <= 1 || w.len() < PARALLEL_VALUES || rows < 2 || x.is_empty() {
         return matvec(w, x, out);

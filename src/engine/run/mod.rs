@@ -6,20 +6,25 @@
 //! preallocated `[heads][capacity][dim]` KV caches), computes in f32 with f32 accumulation, and
 //! rounds to the program's storage types where the engine stores: every buffer a unit writes, the
 //! conv windows, the KV caches and the delta states.
+//!
+//! The same units run over f64 ([`EngineRunner::with_arithmetic`], [`Real`]) with each stored
+//! value kept exactly or moved by a model of its rounding ([`Rounding`]): the check's way of
+//! judging the program's structure apart from its numerics, with no second copy of the math.
 
 pub mod bench;
 mod error;
 pub mod matvec;
 mod plan;
+mod real;
 mod state;
 mod units;
 
 use std::mem;
 
 pub use error::RunError;
+pub use real::{Keep, Noisy, Real, Rounding, Shadowed};
 pub use state::{EngineState, StateData, StateValue};
 
-use crate::engine::numerics::Storage;
 use crate::engine::program::{Buf, Program};
 use crate::model::checkpoint::Checkpoint;
 use plan::{Plan, Unit};
@@ -28,11 +33,11 @@ use units::DeltaInputs;
 
 /// A program ready to run on a checkpoint it borrows: its units resolved, its buffers and state
 /// allocated. Each [`EngineRunner::step`] runs one decode step.
-pub struct EngineRunner<'c> {
-    units: Vec<Unit<'c>>,
-    buffers: Vec<Vec<f32>>,
-    storages: Vec<Storage>,
-    store: Store,
+pub struct EngineRunner<'c, R = f32> {
+    units: Vec<Unit<'c, R>>,
+    buffers: Vec<Vec<R>>,
+    storages: Vec<Keep>,
+    store: Store<R>,
     logits: usize,
     vocab: usize,
     capacity: usize,
@@ -47,12 +52,26 @@ fn machine_threads() -> usize {
     *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-impl<'c> EngineRunner<'c> {
-    /// A runner for `program` on `checkpoint`, with KV caches of `capacity` positions. It checks
-    /// every index, length and state layout of the program and every weight it names (present, of
-    /// the shape its command needs), so that a step cannot fail on the program's account.
+impl<'c> EngineRunner<'c, f32> {
+    /// A runner for `program` on `checkpoint`, with KV caches of `capacity` positions: the engine,
+    /// in f32 with the program's storage types. It checks every index, length and state layout of
+    /// the program and every weight it names (present, of the shape its command needs), so that a
+    /// step cannot fail on the program's account.
     pub fn new(program: &Program, checkpoint: &'c Checkpoint, capacity: usize) -> Result<Self, RunError> {
-        let plan = Plan::new(program, checkpoint, capacity)?;
+        EngineRunner::with_arithmetic(program, checkpoint, capacity, Rounding::Stored)
+    }
+}
+
+impl<'c, R: Real> EngineRunner<'c, R> {
+    /// A runner as [`EngineRunner::new`] that computes in `R` and treats every stored value as
+    /// `rounding` says.
+    pub fn with_arithmetic(
+        program: &Program,
+        checkpoint: &'c Checkpoint,
+        capacity: usize,
+        rounding: Rounding,
+    ) -> Result<Self, RunError> {
+        let plan = Plan::new(program, checkpoint, capacity, rounding)?;
         let threads = machine_threads();
         Ok(EngineRunner {
             units: plan.units,
@@ -76,7 +95,7 @@ impl<'c> EngineRunner<'c> {
 
     /// Runs one decode step on `token` and returns the logits. A token outside the vocabulary, or a
     /// step at a position the KV caches have no room for, is refused before any state changes.
-    pub fn step(&mut self, token: u32) -> Result<Vec<f32>, RunError> {
+    pub fn step(&mut self, token: u32) -> Result<Vec<R>, RunError> {
         let t = token as usize;
         if t >= self.vocab {
             return Err(RunError::TokenOutOfRange { token, vocab: self.vocab });
@@ -94,7 +113,7 @@ impl<'c> EngineRunner<'c> {
     }
 
     /// The carried state, in the engine's layouts.
-    pub fn state(&self) -> EngineState {
+    pub fn state(&self) -> EngineState<R> {
         self.store.snapshot()
     }
 
@@ -104,10 +123,13 @@ impl<'c> EngineRunner<'c> {
     }
 
     /// The values buffer `b` holds after the last step (zeros before the first).
-    pub fn buffer(&self, b: Buf) -> Option<&[f32]> {
+    pub fn buffer(&self, b: Buf) -> Option<&[R]> {
         self.buffers.get(b.0).map(Vec::as_slice)
     }
+}
 
+/// The slot accessors a batched engine uses: the engine's own f32 runner.
+impl EngineRunner<'_, f32> {
     /// The start state of this runner's program: position 0, zero conv windows and delta states,
     /// empty KV caches. It is what a batched engine resets a slot to.
     pub fn fresh_state(&self) -> RunnerState {
@@ -140,7 +162,7 @@ impl<'c> EngineRunner<'c> {
 /// A runner's whole carried state, opaque: what a batched engine keeps per slot and swaps into
 /// the runner (with [`EngineRunner::swap_state`]) for the row that uses the slot.
 #[derive(Clone, Debug)]
-pub struct RunnerState(Store);
+pub struct RunnerState(Store<f32>);
 
 impl RunnerState {
     /// The state in the engine's layouts, as plain data.
@@ -161,7 +183,7 @@ fn check_room(attends: bool, position: usize, capacity: usize) -> Result<(), Run
 
 /// Runs `f` on buffer `o` taken out of `bufs` (so that `f` may read the others), then rounds it to
 /// its storage and puts it back.
-fn write(bufs: &mut [Vec<f32>], storages: &[Storage], o: usize, f: impl FnOnce(&[Vec<f32>], &mut [f32])) {
+fn write<R: Real>(bufs: &mut [Vec<R>], storages: &[Keep], o: usize, f: impl FnOnce(&[Vec<R>], &mut [R])) {
     let mut out = mem::take(&mut bufs[o]);
     f(bufs, &mut out);
     units::store(storages[o], &mut out);
@@ -169,7 +191,7 @@ fn write(bufs: &mut [Vec<f32>], storages: &[Storage], o: usize, f: impl FnOnce(&
 }
 
 /// Writes `values` to the buffers `outs`, consecutive ranges in order, each rounded to its storage.
-fn scatter(bufs: &mut [Vec<f32>], storages: &[Storage], outs: &[usize], values: &[f32]) {
+fn scatter<R: Real>(bufs: &mut [Vec<R>], storages: &[Keep], outs: &[usize], values: &[R]) {
     let mut at = 0;
     for &o in outs {
         let n = bufs[o].len();
@@ -180,7 +202,14 @@ fn scatter(bufs: &mut [Vec<f32>], storages: &[Storage], outs: &[usize], values: 
 }
 
 /// Runs one unit. The plan guarantees every index and length it uses.
-fn run(unit: &mut Unit<'_>, bufs: &mut [Vec<f32>], st: &[Storage], store: &mut Store, token: usize, threads: usize) {
+fn run<R: Real>(
+    unit: &mut Unit<'_, R>,
+    bufs: &mut [Vec<R>],
+    st: &[Keep],
+    store: &mut Store<R>,
+    token: usize,
+    threads: usize,
+) {
     match unit {
         Unit::Embed { table, out } => write(bufs, st, *out, |_, o| units::embed(table, token, o)),
         Unit::RmsNorm { x, weight, eps, out } => write(bufs, st, *out, |b, o| units::rms_norm(&b[*x], weight, *eps, o)),

@@ -6,14 +6,14 @@
 //! command needs. Weights are borrowed from the checkpoint whole.
 
 use super::error::RunError;
+use super::real::{Keep, Real, Rounding};
 use super::state::{ConvWindow, DeltaState, KvCache, Slot, Store};
 use super::units::AttentionShape;
-use crate::engine::numerics::Storage;
 use crate::engine::program::{Buf, Command, Program, StateLayout, StateRef};
 use crate::model::checkpoint::Checkpoint;
 
 /// A command resolved: buffer indices, typed state indices, borrowed weights and its scratch.
-pub(super) enum Unit<'c> {
+pub(super) enum Unit<'c, R> {
     Embed {
         table: &'c [f32],
         out: usize,
@@ -21,7 +21,7 @@ pub(super) enum Unit<'c> {
     RmsNorm {
         x: usize,
         weight: &'c [f32],
-        eps: f32,
+        eps: R,
         out: usize,
     },
     MatVec {
@@ -33,7 +33,7 @@ pub(super) enum Unit<'c> {
         weight: &'c [f32],
         x: usize,
         outs: Vec<usize>,
-        rows: Vec<f32>,
+        rows: Vec<R>,
     },
     MergedHeadHalves {
         weight: &'c [f32],
@@ -41,7 +41,7 @@ pub(super) enum Unit<'c> {
         x: usize,
         first: usize,
         second: usize,
-        rows: Vec<f32>,
+        rows: Vec<R>,
     },
     Conv {
         ins: Vec<usize>,
@@ -49,8 +49,8 @@ pub(super) enum Unit<'c> {
         weight: &'c [f32],
         bias: Option<&'c [f32]>,
         outs: Vec<usize>,
-        x: Vec<f32>,
-        y: Vec<f32>,
+        x: Vec<R>,
+        y: Vec<R>,
     },
     Gates {
         b: usize,
@@ -69,18 +69,18 @@ pub(super) enum Unit<'c> {
         beta: usize,
         out: usize,
         key_heads: usize,
-        qn: Vec<f32>,
-        kn: Vec<f32>,
+        qn: Vec<R>,
+        kn: Vec<R>,
     },
     GatedNorm {
         x: usize,
         z: usize,
         weight: &'c [f32],
-        eps: f32,
+        eps: R,
         dim: usize,
         out: usize,
     },
-    Attention(Box<AttentionUnit<'c>>),
+    Attention(Box<AttentionUnit<'c, R>>),
     SigmoidGate {
         x: usize,
         gate: usize,
@@ -92,8 +92,8 @@ pub(super) enum Unit<'c> {
         up: &'c [f32],
         down: &'c [f32],
         out: usize,
-        hidden: Vec<f32>,
-        up_x: Vec<f32>,
+        hidden: Vec<R>,
+        up_x: Vec<R>,
     },
     Add {
         residual: usize,
@@ -104,29 +104,29 @@ pub(super) enum Unit<'c> {
 }
 
 /// The attention unit resolved.
-pub(super) struct AttentionUnit<'c> {
+pub(super) struct AttentionUnit<'c, R> {
     pub q: usize,
     pub k: usize,
     pub v: usize,
     pub q_norm: Option<&'c [f32]>,
     pub k_norm: Option<&'c [f32]>,
     pub theta: f64,
-    pub shape: AttentionShape,
+    pub shape: AttentionShape<R>,
     pub k_cache: usize,
     pub v_cache: usize,
     pub out: usize,
-    pub cos: Vec<f32>,
-    pub sin: Vec<f32>,
-    pub head: Vec<f32>,
-    pub scores: Vec<f32>,
+    pub cos: Vec<R>,
+    pub sin: Vec<R>,
+    pub head: Vec<R>,
+    pub scores: Vec<R>,
 }
 
 /// A program resolved against a checkpoint.
-pub(super) struct Plan<'c> {
-    pub units: Vec<Unit<'c>>,
-    pub buffers: Vec<Vec<f32>>,
-    pub storages: Vec<Storage>,
-    pub store: Store,
+pub(super) struct Plan<'c, R> {
+    pub units: Vec<Unit<'c, R>>,
+    pub buffers: Vec<Vec<R>>,
+    pub storages: Vec<Keep>,
+    pub store: Store<R>,
     pub logits: usize,
     pub attends: bool,
 }
@@ -139,12 +139,12 @@ fn site(program: &Program, b: usize, c: usize, command: &Command) -> String {
 }
 
 /// A vector of `n` zeros (`None`: a size that overflowed), or an allocation error naming `what`.
-fn zeros(what: &str, n: Option<usize>) -> Result<Vec<f32>, RunError> {
+fn zeros<R: Real>(what: &str, n: Option<usize>) -> Result<Vec<R>, RunError> {
     let too_big = |values: String| RunError::Allocation { what: what.to_string(), values };
     let n = n.ok_or_else(|| too_big("more than usize::MAX".into()))?;
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| too_big(n.to_string()))?;
-    v.resize(n, 0.0);
+    v.resize(n, R::default());
     Ok(v)
 }
 
@@ -286,9 +286,15 @@ impl<'p, 'c> Check<'p, 'c> {
     }
 }
 
-impl<'c> Plan<'c> {
-    /// Checks `program` against `checkpoint` and resolves it, with KV caches of `capacity` positions.
-    pub fn new(program: &Program, checkpoint: &'c Checkpoint, capacity: usize) -> Result<Plan<'c>, RunError> {
+impl<'c, R: Real> Plan<'c, R> {
+    /// Checks `program` against `checkpoint` and resolves it, with KV caches of `capacity` positions
+    /// and every stored value treated as `rounding` says.
+    pub fn new(
+        program: &Program,
+        checkpoint: &'c Checkpoint,
+        capacity: usize,
+        rounding: Rounding,
+    ) -> Result<Plan<'c, R>, RunError> {
         let mut counts = [0usize; 3];
         let slots: Vec<Slot> = program
             .states
@@ -348,18 +354,18 @@ impl<'c> Plan<'c> {
         if lb.len != program.vocab {
             return Err(RunError::LogitsLength { buffer: lb.name.clone(), found: lb.len, vocab: program.vocab });
         }
-        let store = allocate(program, capacity)?;
+        let store = allocate(program, capacity, rounding)?;
         let buffers = program.buffers.iter().map(|b| zeros(&b.name, Some(b.len))).collect::<Result<_, _>>()?;
-        let storages = program.buffers.iter().map(|b| b.storage).collect();
+        let storages = program.buffers.iter().map(|b| Keep { storage: b.storage, rounding }).collect();
         Ok(Plan { units, buffers, storages, store, logits, attends })
     }
 }
 
 /// The store of `program`'s states, zeroed, after checking that each is kept in the storage the
 /// program's numerics give its kind.
-fn allocate(program: &Program, capacity: usize) -> Result<Store, RunError> {
+fn allocate<R: Real>(program: &Program, capacity: usize, rounding: Rounding) -> Result<Store<R>, RunError> {
     let n = program.numerics;
-    let mut store = Store::default();
+    let mut store = Store::empty();
     for s in &program.states {
         let expected = match s.layout {
             StateLayout::Position => s.storage,
@@ -374,17 +380,30 @@ fn allocate(program: &Program, capacity: usize) -> Result<Store, RunError> {
             StateLayout::Position => Slot::Position,
             StateLayout::ConvWindow { channels, taps } => {
                 let values = zeros(&s.name, channels.checked_mul(taps.saturating_sub(1)))?;
-                store.conv.push(ConvWindow { channels, taps, storage: s.storage, values });
+                store.conv.push(ConvWindow { channels, taps, keep: Keep { storage: s.storage, rounding }, values });
                 Slot::Conv(store.conv.len() - 1)
             }
             StateLayout::DeltaState { value_heads, key_dim, value_dim } => {
                 let values = zeros(&s.name, product(&[value_heads, value_dim, key_dim]))?;
-                store.delta.push(DeltaState { value_heads, key_dim, value_dim, storage: s.storage, values });
+                store.delta.push(DeltaState {
+                    value_heads,
+                    key_dim,
+                    value_dim,
+                    keep: Keep { storage: s.storage, rounding },
+                    values,
+                });
                 Slot::Delta(store.delta.len() - 1)
             }
             StateLayout::KvCache { heads, dim } => {
                 let values = zeros(&s.name, product(&[heads, capacity, dim]))?;
-                store.kv.push(KvCache { heads, dim, capacity, filled: 0, storage: s.storage, values });
+                store.kv.push(KvCache {
+                    heads,
+                    dim,
+                    capacity,
+                    filled: 0,
+                    keep: Keep { storage: s.storage, rounding },
+                    values,
+                });
                 Slot::Kv(store.kv.len() - 1)
             }
         };
@@ -395,12 +414,12 @@ fn allocate(program: &Program, capacity: usize) -> Result<Store, RunError> {
 
 /// Resolves one command: its buffers read (written before), its weights (present, of the shapes it
 /// needs), its state (of the layout it needs), its buffers written (once, of the lengths it writes).
-fn resolve<'c>(
+fn resolve<'c, R: Real>(
     ck: &mut Check<'_, 'c>,
     command: &Command,
     program: &Program,
     capacity: usize,
-) -> Result<Unit<'c>, RunError> {
+) -> Result<Unit<'c, R>, RunError> {
     Ok(match command {
         Command::Embed { table, out } => {
             let out = ck.write(*out)?;
@@ -415,7 +434,7 @@ fn resolve<'c>(
             let x = ck.read(*x)?;
             let n = ck.len(x);
             let weight = ck.weight(weight, &[n])?;
-            Unit::RmsNorm { x, weight, eps: *eps as f32, out: ck.write_len(*out, n)? }
+            Unit::RmsNorm { x, weight, eps: R::of(*eps), out: ck.write_len(*out, n)? }
         }
         Command::MatVec { weight, x, out } => {
             let x = ck.read(*x)?;
@@ -526,7 +545,7 @@ fn resolve<'c>(
             }
             let z = ck.read_len(*z, n)?;
             let weight = ck.weight(weight, &[*dim])?;
-            Unit::GatedNorm { x, z, weight, eps: *eps as f32, dim: *dim, out: ck.write_len(*out, n)? }
+            Unit::GatedNorm { x, z, weight, eps: R::of(*eps), dim: *dim, out: ck.write_len(*out, n)? }
         }
         Command::Attention {
             q,
@@ -581,13 +600,13 @@ fn resolve<'c>(
                 q_norm,
                 k_norm,
                 theta: rope.theta,
-                shape: AttentionShape { heads, kv_heads, head_dim: hd, eps: *eps as f32, scale: *scale as f32 },
+                shape: AttentionShape { heads, kv_heads, head_dim: hd, eps: R::of(*eps), scale: R::of(*scale) },
                 k_cache,
                 v_cache,
                 out,
-                cos: vec![0.0; rope.dims / 2],
-                sin: vec![0.0; rope.dims / 2],
-                head: vec![0.0; hd],
+                cos: vec![R::default(); rope.dims / 2],
+                sin: vec![R::default(); rope.dims / 2],
+                head: vec![R::default(); hd],
                 scores: zeros("attention scores", Some(capacity))?,
             }))
         }

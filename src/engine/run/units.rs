@@ -1,82 +1,90 @@
 //! The engine's units, one function each, over plain slices.
 //!
-//! A unit computes in f32 with f32 accumulation. It writes its outputs unrounded; the runner rounds
-//! every buffer a unit writes to the buffer's storage. What a unit stores itself (a conv window, a
-//! delta state, a KV cache) it rounds to that state's storage. Lengths are the runner's to validate:
-//! a unit trusts that its slices have the lengths its command implies.
+//! A unit computes in its [`Real`] (the engine: f32, with f32 accumulation; the check's exact run:
+//! f64) and reads weights as the checkpoint's f32 values. It writes its outputs unrounded; the
+//! runner keeps every buffer a unit writes as the buffer's storage says ([`Keep`]). What a unit
+//! stores itself (a conv window, a delta state, a KV cache) it keeps as that state's storage says.
+//! Lengths are the runner's to validate: a unit trusts that its slices have the lengths its
+//! command implies.
 
 use super::matvec::{dot, par_matvec};
+use super::real::{Keep, Real};
 use super::state::{ConvWindow, DeltaState, KvCache};
-use crate::engine::numerics::Storage;
 use crate::scalar;
 
 /// The l2 norm's epsilon, inside the square root on the sum of squares.
-pub const L2_EPS: f32 = 1e-6;
+pub const L2_EPS: f64 = 1e-6;
 
-fn sigmoid(x: f32) -> f32 {
-    scalar::sigmoid(x as f64) as f32
+fn sigmoid<R: Real>(x: R) -> R {
+    x.apply(scalar::sigmoid)
 }
 
-fn silu(x: f32) -> f32 {
-    scalar::silu(x as f64) as f32
+fn silu<R: Real>(x: R) -> R {
+    x.apply(scalar::silu)
 }
 
-fn softplus(x: f32) -> f32 {
-    scalar::softplus(x as f64) as f32
+fn softplus<R: Real>(x: R) -> R {
+    x.apply(scalar::softplus)
 }
 
-/// Rounds every value of `out` to `storage`.
-pub fn store(storage: Storage, out: &mut [f32]) {
-    if storage != Storage::F32 {
-        for x in out {
-            *x = storage.round(*x);
-        }
-    }
+/// Keeps every value of `out` as `keep` says.
+pub fn store<R: Real>(keep: Keep, out: &mut [R]) {
+    keep.keep_all(out);
 }
 
 /// `out = table[token]`, for a table of `out.len()` columns.
-pub fn embed(table: &[f32], token: usize, out: &mut [f32]) {
-    let start = token * out.len();
-    out.copy_from_slice(&table[start..start + out.len()]);
+pub fn embed<R: Real>(table: &[f32], token: usize, out: &mut [R]) {
+    let (start, n) = (token * out.len(), out.len());
+    for (o, &t) in out.iter_mut().zip(&table[start..start + n]) {
+        *o = R::from(t);
+    }
 }
 
 /// `out = x · rsqrt(mean(x²) + eps) · weight`.
-pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
-    let r = 1.0 / (dot(x, x) / x.len() as f32 + eps).sqrt();
+pub fn rms_norm<R: Real>(x: &[R], weight: &[f32], eps: R, out: &mut [R]) {
+    let r = R::from(1.0) / (dot(x, x) / R::of(x.len() as f64) + eps).sqrt();
     for ((o, &xi), &wi) in out.iter_mut().zip(x).zip(weight) {
-        *o = xi * r * wi;
+        *o = xi * r * R::from(wi);
     }
 }
 
 /// `out = x · rsqrt(Σx² + 1e-6) · scale`.
-fn l2_norm(x: &[f32], scale: f32, out: &mut [f32]) {
-    let r = scale / (dot(x, x) + L2_EPS).sqrt();
+fn l2_norm<R: Real>(x: &[R], scale: R, out: &mut [R]) {
+    #[cfg(test)]
+    if crate::planted::is(crate::planted::Bug::EngineL2EpsOutsideSqrt) {
+        let r = scale / (dot(x, x).sqrt() + R::of(L2_EPS));
+        for (o, &xi) in out.iter_mut().zip(x) {
+            *o = xi * r;
+        }
+        return;
+    }
+    let r = scale / (dot(x, x) + R::of(L2_EPS)).sqrt();
     for (o, &xi) in out.iter_mut().zip(x) {
         *o = xi * r;
     }
 }
 
 /// `out = weight · x` (rows over `threads`).
-pub fn mat_vec(weight: &[f32], x: &[f32], out: &mut [f32], threads: usize) {
+pub fn mat_vec<R: Real>(weight: &[f32], x: &[R], out: &mut [R], threads: usize) {
     par_matvec(weight, x, out, threads);
 }
 
 /// One pass over the rows of `weight` that `rows` has room for: `rows = weight[..rows.len()] · x`.
 /// The runner splits `rows` into the outputs' consecutive ranges.
-pub fn merged_rows(weight: &[f32], x: &[f32], rows: &mut [f32], threads: usize) {
+pub fn merged_rows<R: Real>(weight: &[f32], x: &[R], rows: &mut [R], threads: usize) {
     let used = rows.len() * x.len();
     par_matvec(&weight[..used], x, rows, threads);
 }
 
 /// One pass over all rows of `weight`, `[heads·2·head_dim, in]`, into `rows`; then row `r` goes to
 /// head `r / (2·head_dim)`, half `(r / head_dim) % 2` (`first` or `second`), index `r % head_dim`.
-pub fn merged_head_halves(
+pub fn merged_head_halves<R: Real>(
     weight: &[f32],
     head_dim: usize,
-    x: &[f32],
-    rows: &mut [f32],
-    first: &mut [f32],
-    second: &mut [f32],
+    x: &[R],
+    rows: &mut [R],
+    first: &mut [R],
+    second: &mut [R],
     threads: usize,
 ) {
     par_matvec(weight, x, rows, threads);
@@ -89,57 +97,57 @@ pub fn merged_head_halves(
 
 /// The conv unit over the channels `x`: `out[c] = silu(Σ_{j<K−1} w[c,j]·window[c,j] +
 /// w[c,K−1]·x[c] (+ bias[c]))`, then each channel's window drops its oldest input and appends
-/// `x[c]`, rounded to the window's storage.
-pub fn conv(x: &[f32], window: &mut ConvWindow, weight: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+/// `x[c]`, kept as the window's storage says.
+pub fn conv<R: Real>(x: &[R], window: &mut ConvWindow<R>, weight: &[f32], bias: Option<&[f32]>, out: &mut [R]) {
     let taps = window.taps;
     let past = taps - 1;
-    let storage = window.storage;
+    let keep = window.keep;
     for (c, (o, &xc)) in out.iter_mut().zip(x).enumerate() {
         let w = &weight[c * taps..(c + 1) * taps];
         let win = &mut window.values[c * past..(c + 1) * past];
-        let mut acc = dot(&w[..past], win) + w[past] * xc;
+        let mut acc = dot(&w[..past], win) + R::from(w[past]) * xc;
         if let Some(b) = bias {
-            acc += b[c];
+            acc += R::from(b[c]);
         }
         *o = silu(acc);
         if past > 0 {
             win.copy_within(1.., 0);
-            win[past - 1] = storage.round(xc);
+            win[past - 1] = keep.keep(xc);
         }
     }
 }
 
 /// The gates: `beta = sigmoid(b)`, `g = decay · softplus(a + dt_bias)`.
-pub fn gates(b: &[f32], a: &[f32], decay: &[f32], dt_bias: &[f32], beta: &mut [f32], g: &mut [f32]) {
+pub fn gates<R: Real>(b: &[R], a: &[R], decay: &[f32], dt_bias: &[f32], beta: &mut [R], g: &mut [R]) {
     for (be, &bi) in beta.iter_mut().zip(b) {
         *be = sigmoid(bi);
     }
     for (((gi, &ai), &di), &ti) in g.iter_mut().zip(a).zip(decay).zip(dt_bias) {
-        *gi = di * softplus(ai + ti);
+        *gi = R::from(di) * softplus(ai + R::from(ti));
     }
 }
 
 /// The delta rule's inputs for one step.
-pub struct DeltaInputs<'a> {
-    pub q: &'a [f32],
-    pub k: &'a [f32],
-    pub v: &'a [f32],
-    pub g: &'a [f32],
-    pub beta: &'a [f32],
+pub struct DeltaInputs<'a, R> {
+    pub q: &'a [R],
+    pub k: &'a [R],
+    pub v: &'a [R],
+    pub g: &'a [R],
+    pub beta: &'a [R],
     pub key_heads: usize,
 }
 
 /// The delta rule, per value head `h` with key head `h mod key_heads`: `q̂ = l2norm(q)/√dk`,
 /// `k̂ = l2norm(k)`; per row `j` of the head's `[dv][dk]` state, `s ← e^g s`,
-/// `s ← s + β (v[j] − s·k̂) k̂` (rounded to the state's storage), `out[j] = s·q̂`.
+/// `s ← s + β (v[j] − s·k̂) k̂` (kept as the state's storage says), `out[j] = s·q̂`.
 /// `qn` and `kn` are scratch of `key_heads·dk` values.
-pub fn delta_rule(inp: &DeltaInputs, state: &mut DeltaState, qn: &mut [f32], kn: &mut [f32], out: &mut [f32]) {
-    let (dk, dv, storage) = (state.key_dim, state.value_dim, state.storage);
-    let scale = 1.0 / (dk as f32).sqrt();
+pub fn delta_rule<R: Real>(inp: &DeltaInputs<R>, state: &mut DeltaState<R>, qn: &mut [R], kn: &mut [R], out: &mut [R]) {
+    let (dk, dv, keep) = (state.key_dim, state.value_dim, state.keep);
+    let scale = R::from(1.0) / R::of(dk as f64).sqrt();
     for kh in 0..inp.key_heads {
         let r = kh * dk..(kh + 1) * dk;
         l2_norm(&inp.q[r.clone()], scale, &mut qn[r.clone()]);
-        l2_norm(&inp.k[r.clone()], 1.0, &mut kn[r]);
+        l2_norm(&inp.k[r.clone()], R::from(1.0), &mut kn[r]);
     }
     for h in 0..state.value_heads {
         let kh = h % inp.key_heads;
@@ -159,7 +167,7 @@ pub fn delta_rule(inp: &DeltaInputs, state: &mut DeltaState, qn: &mut [f32], kn:
             }
             let delta = (vj - dot(row, k)) * beta;
             for (x, &ki) in row.iter_mut().zip(k) {
-                *x = storage.round(*x + delta * ki);
+                *x = keep.keep(*x + delta * ki);
             }
             *o = dot(row, q);
         }
@@ -167,7 +175,9 @@ pub fn delta_rule(inp: &DeltaInputs, state: &mut DeltaState, qn: &mut [f32], kn:
 }
 
 /// The gated norm, per head of `dim` values: `out = rms_norm(x, weight) · silu(z)`.
-pub fn gated_norm(x: &[f32], z: &[f32], weight: &[f32], eps: f32, dim: usize, out: &mut [f32]) {
+pub fn gated_norm<R: Real>(x: &[R], z: &[R], weight: &[f32], eps: R, dim: usize, out: &mut [R]) {
+    #[cfg(test)]
+    let eps = if crate::planted::is(crate::planted::Bug::EngineGatedNormEpsFixed) { R::of(1e-5) } else { eps };
     for ((xh, zh), oh) in x.chunks_exact(dim).zip(z.chunks_exact(dim)).zip(out.chunks_exact_mut(dim)) {
         rms_norm(xh, weight, eps, oh);
         for (o, &zi) in oh.iter_mut().zip(zh) {
@@ -178,16 +188,18 @@ pub fn gated_norm(x: &[f32], z: &[f32], weight: &[f32], eps: f32, dim: usize, ou
 
 /// RoPE's cosines and sines at `position` for `dims` rotated dims: angle `i` is
 /// `position · theta^(−2i/dims)`, computed in f64.
-pub fn rope_table(theta: f64, dims: usize, position: usize, cos: &mut [f32], sin: &mut [f32]) {
+pub fn rope_table<R: Real>(theta: f64, dims: usize, position: usize, cos: &mut [R], sin: &mut [R]) {
     for (i, (c, s)) in cos.iter_mut().zip(sin.iter_mut()).enumerate().take(dims / 2) {
         let angle = position as f64 * theta.powf(-2.0 * i as f64 / dims as f64);
-        *c = angle.cos() as f32;
-        *s = angle.sin() as f32;
+        #[cfg(test)]
+        let angle = if crate::planted::is(crate::planted::Bug::EngineRopeBackwards) { -angle } else { angle };
+        *c = R::of(angle.cos());
+        *s = R::of(angle.sin());
     }
 }
 
 /// NeoX RoPE on the first `2·cos.len()` dims of `u`: dim `i` pairs with dim `i + cos.len()`.
-pub fn rope(u: &mut [f32], cos: &[f32], sin: &[f32]) {
+pub fn rope<R: Real>(u: &mut [R], cos: &[R], sin: &[R]) {
     let half = cos.len();
     let (a, b) = u.split_at_mut(half);
     for (((x, y), &c), &s) in a.iter_mut().zip(b.iter_mut()).zip(cos).zip(sin) {
@@ -198,16 +210,16 @@ pub fn rope(u: &mut [f32], cos: &[f32], sin: &[f32]) {
 }
 
 /// The attention unit's shape and constants.
-pub struct AttentionShape {
+pub struct AttentionShape<R> {
     pub heads: usize,
     pub kv_heads: usize,
     pub head_dim: usize,
-    pub eps: f32,
-    pub scale: f32,
+    pub eps: R,
+    pub scale: R,
 }
 
 /// A head's preparation for attention: RMS-normed by `norm` (when given), then RoPE'd.
-fn prepare_head(u: &[f32], norm: Option<&[f32]>, eps: f32, cos: &[f32], sin: &[f32], out: &mut [f32]) {
+fn prepare_head<R: Real>(u: &[R], norm: Option<&[f32]>, eps: R, cos: &[R], sin: &[R], out: &mut [R]) {
     match norm {
         Some(w) => rms_norm(u, w, eps, out),
         None => out.copy_from_slice(u),
@@ -218,14 +230,14 @@ fn prepare_head(u: &[f32], norm: Option<&[f32]>, eps: f32, cos: &[f32], sin: &[f
 /// The attention unit's first half, once for the keys and once for the values: per KV head of `x`,
 /// the head RMS-normed by `norm` (when given) and RoPE'd by `rope` (the values: neither), written to
 /// `cache` at `position`. `head` is scratch of `head_dim` values.
-pub fn attention_append(
-    shape: &AttentionShape,
-    x: &[f32],
+pub fn attention_append<R: Real>(
+    shape: &AttentionShape<R>,
+    x: &[R],
     norm: Option<&[f32]>,
-    rope: (&[f32], &[f32]),
+    rope: (&[R], &[R]),
     position: usize,
-    cache: &mut KvCache,
-    head: &mut [f32],
+    cache: &mut KvCache<R>,
+    head: &mut [R],
 ) {
     for (kvh, xh) in x.chunks_exact(shape.head_dim).enumerate() {
         prepare_head(xh, norm, shape.eps, rope.0, rope.1, head);
@@ -237,17 +249,17 @@ pub fn attention_append(
 /// `scale` over positions `0..=position` of KV head `h / (heads / kv_heads)`. `head` is scratch of
 /// `head_dim` values and `scores` of at least `position + 1`.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_read(
-    shape: &AttentionShape,
-    q: &[f32],
+pub fn attention_read<R: Real>(
+    shape: &AttentionShape<R>,
+    q: &[R],
     q_norm: Option<&[f32]>,
-    rope: (&[f32], &[f32]),
+    rope: (&[R], &[R]),
     position: usize,
-    k_cache: &KvCache,
-    v_cache: &KvCache,
-    head: &mut [f32],
-    scores: &mut [f32],
-    out: &mut [f32],
+    k_cache: &KvCache<R>,
+    v_cache: &KvCache<R>,
+    head: &mut [R],
+    scores: &mut [R],
+    out: &mut [R],
 ) {
     let hd = shape.head_dim;
     let group = shape.heads / shape.kv_heads;
@@ -258,13 +270,13 @@ pub fn attention_read(
         for (p, s) in scores.iter_mut().enumerate() {
             *s = dot(head, k_cache.at(kvh, p)) * shape.scale;
         }
-        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut total = 0.0;
+        let max = scores.iter().copied().fold(R::NEG_INFINITY, R::max);
+        let mut total = R::default();
         for s in scores.iter_mut() {
             *s = (*s - max).exp();
             total += *s;
         }
-        oh.fill(0.0);
+        oh.fill(R::default());
         for (p, &s) in scores.iter().enumerate() {
             let a = s / total;
             for (o, &vi) in oh.iter_mut().zip(v_cache.at(kvh, p)) {
@@ -275,23 +287,23 @@ pub fn attention_read(
 }
 
 /// `out = sigmoid(gate) · x`.
-pub fn sigmoid_gate(x: &[f32], gate: &[f32], out: &mut [f32]) {
+pub fn sigmoid_gate<R: Real>(x: &[R], gate: &[R], out: &mut [R]) {
     for ((o, &xi), &gi) in out.iter_mut().zip(x).zip(gate) {
         *o = sigmoid(gi) * xi;
     }
 }
 
 /// The SwiGLU FFN: `out = down · (silu(gate · x) ⊙ (up · x))`; `hidden` and `up_x` are scratch of
-/// the intermediate size, kept in f32.
+/// the intermediate size, kept unrounded.
 #[allow(clippy::too_many_arguments)]
-pub fn swiglu(
-    x: &[f32],
+pub fn swiglu<R: Real>(
+    x: &[R],
     gate: &[f32],
     up: &[f32],
     down: &[f32],
-    hidden: &mut [f32],
-    up_x: &mut [f32],
-    out: &mut [f32],
+    hidden: &mut [R],
+    up_x: &mut [R],
+    out: &mut [R],
     threads: usize,
 ) {
     par_matvec(gate, x, hidden, threads);
@@ -303,7 +315,7 @@ pub fn swiglu(
 }
 
 /// `out = residual + x`.
-pub fn add(residual: &[f32], x: &[f32], out: &mut [f32]) {
+pub fn add<R: Real>(residual: &[R], x: &[R], out: &mut [R]) {
     for ((o, &r), &xi) in out.iter_mut().zip(residual).zip(x) {
         *o = r + xi;
     }
