@@ -12,5 +12,6 @@ pub mod ir;
 pub mod model;
 #[cfg(test)]
 mod planted;
+pub mod prove;
 pub mod scalar;
 pub mod source;

@@ -1,4 +1,4 @@
-//! The command line: `graph`, `lower`, `run`, `check`, `verdict`, `corpus` and `explain`.
+//! The command line: `graph`, `lower`, `run`, `check`, `verdict`, `corpus`, `explain` and `prove`.
 
 /// Writes to stdout, returning the error (a closed pipe ends the command quietly).
 macro_rules! out {
@@ -22,6 +22,7 @@ mod corpus;
 mod explain;
 mod graph;
 mod lower;
+mod prove;
 mod run;
 mod verdict;
 
@@ -39,6 +40,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Verdict(a) => verdict::verdict(a),
         Command::Corpus(a) => corpus::corpus(a),
         Command::Explain(a) => explain::explain(a),
+        Command::Prove(a) => prove::prove_cmd(a),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,1 @@
+//! The evaluator (to come).
