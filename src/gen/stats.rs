@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::oracle::Judgement;
+use super::oracle::{Failure, Judgement};
+use crate::prove::ProofOutcome;
 
 /// Counts of judgements: accepted (agreeing), refused by `LowerError` variant, inconclusive, and
 /// failures of the gate.
@@ -14,6 +15,10 @@ pub struct Stats {
     pub refused: BTreeMap<&'static str, u64>,
     pub inconclusive: u64,
     pub failures: u64,
+    /// Accepted cases whose program is proved, refuted, or neither (`crate::prove`).
+    pub proved: u64,
+    pub refuted: u64,
+    pub unproved: u64,
 }
 
 impl Stats {
@@ -21,9 +26,18 @@ impl Stats {
     pub fn record(&mut self, j: &Judgement) {
         self.cases += 1;
         match j {
+            Judgement::Agreed { proof, .. } | Judgement::Inconclusive(_, proof) => match proof {
+                ProofOutcome::Proved => self.proved += 1,
+                ProofOutcome::Refuted(_) => self.refuted += 1,
+                ProofOutcome::Inconclusive(_) => self.unproved += 1,
+            },
+            Judgement::Failure(Failure::Refuted { .. }) => self.refuted += 1,
+            _ => {}
+        }
+        match j {
             Judgement::Agreed { .. } => self.accepted += 1,
             Judgement::Refused { error } => *self.refused.entry(error.name()).or_default() += 1,
-            Judgement::Inconclusive(_) => self.inconclusive += 1,
+            Judgement::Inconclusive(..) => self.inconclusive += 1,
             Judgement::Failure(_) => self.failures += 1,
         }
     }
@@ -35,18 +49,22 @@ impl Stats {
 }
 
 impl fmt::Display for Stats {
-    /// One line: `10000 cases: 2874 accepted, 7100 refused (WrongOp 1200, …), 26 inconclusive, 0 failures`.
+    /// One line: `10000 cases: 2874 accepted, 7100 refused (WrongOp 1200, …), 26 inconclusive, 0 failures;
+    /// proofs: 2900 proved, 0 refuted, 0 inconclusive`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let refused: Vec<String> = self.refused.iter().map(|(v, n)| format!("{v} {n}")).collect();
         write!(
             f,
-            "{} cases: {} accepted, {} refused ({}), {} inconclusive, {} failures",
+            "{} cases: {} accepted, {} refused ({}), {} inconclusive, {} failures; proofs: {} proved, {} refuted, {} inconclusive",
             self.cases,
             self.accepted,
             self.refused_total(),
             refused.join(", "),
             self.inconclusive,
-            self.failures
+            self.failures,
+            self.proved,
+            self.refuted,
+            self.unproved
         )
     }
 }

@@ -20,6 +20,9 @@ pub enum Lemma {
     SliceOfConcat,
     /// `slice(0..n, x) = x` for `x` of last axis `n`.
     WholeSlice,
+    /// `concat(…, W[rows a..b]·x, W[rows b..c]·x, …) = concat(…, W[rows a..c]·x, …)`, and a concat
+    /// of one operand is that operand: adjacent row ranges of one matvec merge.
+    ConcatOfRows,
     /// `a + b = b + a`: operands are put in a canonical order.
     AddCommutes,
     /// `a ⊙ b = b ⊙ a` (same shapes): operands are put in a canonical order.
@@ -44,11 +47,12 @@ pub enum Lemma {
 
 impl Lemma {
     /// Every lemma, in the order the docs list them.
-    pub const ALL: [Lemma; 11] = [
+    pub const ALL: [Lemma; 12] = [
         Lemma::RowsOfMatVec,
         Lemma::HeadHalfOfMatVec,
         Lemma::SliceOfConcat,
         Lemma::WholeSlice,
+        Lemma::ConcatOfRows,
         Lemma::AddCommutes,
         Lemma::MulCommutes,
         Lemma::ConvWindow,
@@ -65,6 +69,7 @@ impl Lemma {
             Lemma::HeadHalfOfMatVec => "head-half-of-matvec",
             Lemma::SliceOfConcat => "slice-of-concat",
             Lemma::WholeSlice => "whole-slice",
+            Lemma::ConcatOfRows => "concat-of-rows",
             Lemma::AddCommutes => "add-commutes",
             Lemma::MulCommutes => "mul-commutes",
             Lemma::ConvWindow => "conv-window",

@@ -21,11 +21,12 @@
 //! **Verdict.** [`ProofVerdict::Proved`] with the lemmas used and the term sizes;
 //! [`ProofVerdict::Refuted`] when the normal forms differ *definitely* at their first differing
 //! subterm: two different leaves (another tensor, view, state), one symbol with different
-//! attributes (another eps, row range, θ, head map), two different integers (`pos` and `pos + 1`),
+//! attributes over the same operands (another eps, θ, head map), two different integers (`pos` and `pos + 1`),
 //! a state one side has and the other lacks, a layout that cannot correspond, or a misplaced
 //! rounding; [`ProofVerdict::Inconclusive`] otherwise (two different symbols that a lemma the set
-//! lacks might relate, or a limit reached). A failure to prove is never called incorrect without
-//! such a definite mismatch.
+//! lacks might relate, with no witness found, or a limit reached). A failure to prove is never called incorrect without
+//! such a definite mismatch, or a numeric witness: both outputs evaluated on random leaves
+//! ([`eval`]) and found to differ, which refutes whatever the symbols are.
 
 pub mod eval;
 pub mod graph_terms;
@@ -99,6 +100,8 @@ pub struct Refutation {
     pub right: String,
     /// The path from the output down to the difference, as symbol names.
     pub path: Vec<String>,
+    /// Where the two outputs differ when evaluated on random leaves ([`eval`]), if they were.
+    pub witness: Option<String>,
 }
 
 /// The three-valued verdict of a proof.
@@ -109,7 +112,34 @@ pub enum ProofVerdict {
     Inconclusive { why: String },
 }
 
+/// A verdict in short, for counts and one-line reports: the refutation or the reason, in words.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ProofOutcome {
+    Proved,
+    Refuted(String),
+    Inconclusive(String),
+}
+
+impl fmt::Display for ProofOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProofOutcome::Proved => f.write_str("proved"),
+            ProofOutcome::Refuted(why) => write!(f, "{why}"),
+            ProofOutcome::Inconclusive(why) => write!(f, "{why}"),
+        }
+    }
+}
+
 impl ProofVerdict {
+    /// The verdict in short (the refutation and the reason keep their full text).
+    pub fn outcome(&self) -> ProofOutcome {
+        match self {
+            ProofVerdict::Proved(_) => ProofOutcome::Proved,
+            ProofVerdict::Refuted(_) => ProofOutcome::Refuted(self.to_string()),
+            ProofVerdict::Inconclusive { .. } => ProofOutcome::Inconclusive(self.to_string()),
+        }
+    }
+
     pub fn is_proved(&self) -> bool {
         matches!(self, ProofVerdict::Proved(_))
     }
@@ -149,10 +179,20 @@ pub fn prove(authored: &Graph, fused: &Graph, program: &Program) -> ProofVerdict
 struct Prover {
     dag: Dag,
     outputs: Vec<OutputProof>,
+    /// Random leaves to look for a numeric witness with (none when the model is too large).
+    envs: Vec<eval::Env>,
 }
+
+/// The most checkpoint values a witness search makes up.
+pub const WITNESS_LIMIT: usize = 1 << 22;
 
 impl Prover {
     fn run(mut self, authored: &Graph, fused: &Graph, program: &Program) -> Result<ProofVerdict, String> {
+        // Positions 3 and 5: RoPE is not the identity there, and the caches hold earlier entries.
+        self.envs = [(1, 3), (2, 5)]
+            .into_iter()
+            .filter_map(|(seed, pos)| eval::Env::random(&[authored, fused], seed, pos, WITNESS_LIMIT))
+            .collect();
         let a = graph_terms::graph_terms(&mut self.dag, authored).map_err(|e| format!("the authored graph: {e}"))?;
         let f = graph_terms::graph_terms(&mut self.dag, fused).map_err(|e| format!("the fused graph: {e}"))?;
         // Authored ≡ fused: the same outputs, state by state.
@@ -169,7 +209,11 @@ impl Prover {
             }
         }
         if let Some(t) = f.states.iter().find(|t| !a.states.iter().any(|s| s.kind == t.kind && s.layer == t.layer)) {
-            return Ok(missing(Stage::AuthoredFused, &state_name(t.kind, t.layer), "the authored graph has no such state"));
+            return Ok(missing(
+                Stage::AuthoredFused,
+                &state_name(t.kind, t.layer),
+                "the authored graph has no such state",
+            ));
         }
         // Fused ≡ program: the program's states correspond to the graph's by the layout maps.
         let kinds = match program_state_kinds(program) {
@@ -182,7 +226,11 @@ impl Prover {
             let (kind, layer) = (kinds[i], s.layer);
             let name = state_name(kind, layer);
             let Some(g) = f.states.iter().find(|g| g.kind == kind && g.layer == layer) else {
-                return Ok(missing(Stage::FusedProgram, &name, &format!("the graph has no state for the program's {}", s.name)));
+                return Ok(missing(
+                    Stage::FusedProgram,
+                    &name,
+                    &format!("the graph has no state for the program's {}", s.name),
+                ));
             };
             let map = match layout::layout_map(kind, &g.ty, &s.layout) {
                 Ok(m) => m,
@@ -192,7 +240,11 @@ impl Prover {
             states_in.push(self.apply(map, leaf));
             maps.push((map, g.out, name));
         }
-        if let Some(g) = f.states.iter().find(|g| !(0..program.states.len()).any(|i| kinds[i] == g.kind && program.states[i].layer == g.layer)) {
+        if let Some(g) = f
+            .states
+            .iter()
+            .find(|g| !(0..program.states.len()).any(|i| kinds[i] == g.kind && program.states[i].layer == g.layer))
+        {
             return Ok(missing(Stage::FusedProgram, &state_name(g.kind, g.layer), "the program keeps no such state"));
         }
         let p = program_terms::program_terms(&mut self.dag, program, &states_in)
@@ -253,7 +305,12 @@ impl Prover {
         }
         let (x, y, path, definite) = first_difference(&self.dag, a, b);
         let (left, right) = (self.dag.show(x, 3), self.dag.show(y, 3));
-        if !definite {
+        let witness = self.envs.iter().find_map(|env| {
+            let (va, vb) = (eval::eval(&self.dag, a, env), eval::eval(&self.dag, b, env));
+            let (va, vb) = (va.ok()?, vb.ok()?);
+            eval::differ(&va, &vb).map(|d| format!("at position {}, token {}: {d}", env.pos, env.token))
+        });
+        if !definite && witness.is_none() {
             return Some(ProofVerdict::Inconclusive {
                 why: format!(
                     "{stage}, {output}: the normal forms differ at {} vs {}, which no lemma relates \
@@ -263,8 +320,9 @@ impl Prover {
                 ),
             });
         }
-        let why = describe(&self.dag, x, y);
-        Some(ProofVerdict::Refuted(Box::new(Refutation { stage, output: output.into(), why, left, right, path })))
+        let why = if definite { describe(&self.dag, x, y) } else { "the outputs differ numerically".into() };
+        let r = Refutation { stage, output: output.into(), why, left, right, path, witness };
+        Some(ProofVerdict::Refuted(Box::new(r)))
     }
 }
 
@@ -276,6 +334,7 @@ fn missing(stage: Stage, output: &str, why: &str) -> ProofVerdict {
         left: String::new(),
         right: String::new(),
         path: vec![],
+        witness: None,
     }))
 }
 
@@ -325,6 +384,11 @@ fn first_difference(dag: &Dag, a: Id, b: Id) -> (Id, Id, Vec<String>, bool) {
     loop {
         let (na, nb) = (dag.node(a), dag.node(b));
         if na.sym == nb.sym && na.args.len() == nb.args.len() {
+            if let Some((x, y)) = commuted_pair(dag, na, nb) {
+                path.push(na.sym.name().to_string());
+                (a, b) = (x, y);
+                continue;
+            }
             match na.args.iter().zip(&nb.args).find(|(x, y)| x != y) {
                 Some((&x, &y)) => {
                     path.push(na.sym.name().to_string());
@@ -335,11 +399,41 @@ fn first_difference(dag: &Dag, a: Id, b: Id) -> (Id, Id, Vec<String>, bool) {
             }
         }
         let integers = matches!((integer(dag, a), integer(dag, b)), (Some(x), Some(y)) if x != y);
-        let definite = (na.sym.is_leaf() && nb.sym.is_leaf())
-            || (na.sym.same_head(&nb.sym) && na.args.len() == nb.args.len())
-            || integers;
+        // One symbol with other attributes is definite only over the same operands: over different
+        // ones, an attribute may make up for an operand (a concat of other lengths of other rows).
+        let definite =
+            (na.sym.is_leaf() && nb.sym.is_leaf()) || (na.sym.same_head(&nb.sym) && na.args == nb.args) || integers;
         return (a, b, path, definite);
     }
+}
+
+/// For two nodes of one commutative symbol (`add`, `mul`), whose operands the builder ordered by
+/// id: the pair of operands to descend into, matched by a shared operand, or else by their symbols
+/// (`mul(silu(g), u)` against `mul(silu(u), g)` descends into `silu(g)` and `silu(u)`).
+fn commuted_pair(dag: &Dag, na: &term::Node, nb: &term::Node) -> Option<(Id, Id)> {
+    if !matches!(na.sym, Sym::Add | Sym::Mul) {
+        return None;
+    }
+    let ([a0, a1], [b0, b1]) = (na.args.as_slice(), nb.args.as_slice()) else { return None };
+    let head = |x: &Id| &dag.node(*x).sym;
+    let like = |x: &Id, y: &Id| head(x).same_head(head(y));
+    let first_differing = |p: [(Id, Id); 2]| p.into_iter().find(|(x, y)| x != y);
+    if a0 == b0 || a1 == b1 {
+        return None;
+    }
+    if a0 == b1 {
+        return Some((*a1, *b0));
+    }
+    if a1 == b0 {
+        return Some((*a0, *b1));
+    }
+    if like(a0, b0) && like(a1, b1) {
+        return first_differing([(*a0, *b0), (*a1, *b1)]);
+    }
+    if like(a0, b1) && like(a1, b0) {
+        return first_differing([(*a0, *b1), (*a1, *b0)]);
+    }
+    None
 }
 
 /// Why two definitely different subterms differ, in words.
@@ -388,6 +482,9 @@ impl fmt::Display for ProofVerdict {
                         truncate(&r.left),
                         truncate(&r.right)
                     )?;
+                }
+                if let Some(w) = &r.witness {
+                    write!(f, "\n  witness: {w}")?;
                 }
                 Ok(())
             }

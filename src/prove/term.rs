@@ -65,52 +65,143 @@ pub enum Sym {
     Act(Act),
     Clamp(Real, Real),
     /// RMS norm over rows of `n`.
-    RmsNorm { eps: Real, n: usize },
-    LayerNorm { eps: Real, n: usize },
-    L2Norm { eps: Real, n: usize },
-    Softmax { n: usize },
+    RmsNorm {
+        eps: Real,
+        n: usize,
+    },
+    LayerNorm {
+        eps: Real,
+        n: usize,
+    },
+    L2Norm {
+        eps: Real,
+        n: usize,
+    },
+    Softmax {
+        n: usize,
+    },
     /// Concatenation along the last axis of `rows` rows, the operands' last axes `lens`.
-    Concat { rows: usize, lens: Vec<usize> },
+    Concat {
+        rows: usize,
+        lens: Vec<usize>,
+    },
     /// `x[.., start..end]` of rows of `n`.
-    Slice { start: usize, end: usize, n: usize },
-    Broadcast { rows: usize },
+    Slice {
+        start: usize,
+        end: usize,
+        n: usize,
+    },
+    Broadcast {
+        rows: usize,
+    },
     /// `[C, K]`: drop column 0, append the vector as column `K−1`.
-    ConvShift { c: usize, k: usize },
-    DepthwiseConv { c: usize, k: usize },
+    ConvShift {
+        c: usize,
+        k: usize,
+    },
+    DepthwiseConv {
+        c: usize,
+        k: usize,
+    },
     /// The graph's delta rule over `[hv, dk, dv]`; a pair (state, output), taken apart by [`Sym::Proj`].
-    DeltaRule { hv: usize, hk: usize, dk: usize, dv: usize, map: HeadMap },
+    DeltaRule {
+        hv: usize,
+        hk: usize,
+        dk: usize,
+        dv: usize,
+        map: HeadMap,
+    },
     /// Component `i` of a pair.
     Proj(usize),
-    Rope { theta: Real, dims: usize, style: RopeStyle, hd: usize },
-    RopeFreqs { freqs: Vec<Real>, scale: Real, style: RopeStyle, hd: usize },
-    KvAppend { h: usize, d: usize },
+    Rope {
+        theta: Real,
+        dims: usize,
+        style: RopeStyle,
+        hd: usize,
+    },
+    RopeFreqs {
+        freqs: Vec<Real>,
+        scale: Real,
+        style: RopeStyle,
+        hd: usize,
+    },
+    KvAppend {
+        h: usize,
+        d: usize,
+    },
     /// Attention of `heads` query heads over `kv_heads` cache heads (`q, K, V [, sinks]`).
-    Attention { scale: Real, window: Option<usize>, map: HeadMap, heads: usize, kv_heads: usize },
-    TopK { k: usize, renormalize: bool },
-    GroupLimit { groups: usize, keep: usize, top: usize },
-    Pick { index: usize },
+    Attention {
+        scale: Real,
+        window: Option<usize>,
+        map: HeadMap,
+        heads: usize,
+        kv_heads: usize,
+    },
+    TopK {
+        k: usize,
+        renormalize: bool,
+    },
+    GroupLimit {
+        groups: usize,
+        keep: usize,
+        top: usize,
+    },
+    Pick {
+        index: usize,
+    },
     /// `pos + 1`.
     Advance,
 
     // ---- The engine's vocabulary (the Commands' documented meaning). ----
     /// Rows `start..end` of a vector.
-    Rows { start: usize, end: usize },
+    Rows {
+        start: usize,
+        end: usize,
+    },
     /// Half `half` of each head of `2·d` values.
-    HeadHalf { d: usize, half: usize },
+    HeadHalf {
+        d: usize,
+        half: usize,
+    },
     /// `[C, K] → [C, K−1]`: the window without its oldest column (the conv layout map).
-    DropFirstCol { c: usize, k: usize },
+    DropFirstCol {
+        c: usize,
+        k: usize,
+    },
     /// `([C, K−1], [C]) → [C, K]`: the window with the current input appended.
-    AppendCol { c: usize, k: usize },
+    AppendCol {
+        c: usize,
+        k: usize,
+    },
     /// `[hv, dk, dv] → [hv, dv, dk]` (the delta-state layout map).
-    TransposeKv { hv: usize, dk: usize, dv: usize },
+    TransposeKv {
+        hv: usize,
+        dk: usize,
+        dv: usize,
+    },
     /// The engine's delta rule over its `[hv][dv][dk]` state, value head `h` with key head `h mod hk`.
-    DeltaRuleVk { hv: usize, hk: usize, dk: usize, dv: usize },
+    DeltaRuleVk {
+        hv: usize,
+        hk: usize,
+        dk: usize,
+        dv: usize,
+    },
     /// A cache as the engine's preallocated `[h][capacity][d]` buffer (the KV layout map).
-    Prealloc { h: usize, d: usize },
+    Prealloc {
+        h: usize,
+        d: usize,
+    },
     /// `(P, pos, x)`: `x` written at position `pos` of each head.
-    KvWrite { h: usize, d: usize },
+    KvWrite {
+        h: usize,
+        d: usize,
+    },
     /// `(q, K, V, pos)`: attention over positions `0..=pos` of preallocated caches, grouped heads.
-    AttendPrefix { scale: Real, heads: usize, kv_heads: usize },
+    AttendPrefix {
+        scale: Real,
+        heads: usize,
+        kv_heads: usize,
+    },
 }
 
 impl Sym {
@@ -325,6 +416,30 @@ impl Dag {
                 }
                 self.raw(sym, args)
             }
+            (Sym::Concat { rows: 1, lens }, _) => {
+                let (mut lens, mut parts) = (lens.clone(), args.to_vec());
+                let mut merged = false;
+                let mut i = 0;
+                while i + 1 < parts.len() {
+                    match self.adjacent_rows(parts[i], parts[i + 1]) {
+                        Some(m) => {
+                            parts[i] = m;
+                            parts.remove(i + 1);
+                            lens[i] += lens.remove(i + 1);
+                            merged = true;
+                        }
+                        None => i += 1,
+                    }
+                }
+                match (merged, parts.as_slice()) {
+                    (false, _) => self.raw(sym, args),
+                    (true, [one]) => self.fire(Lemma::ConcatOfRows, *one),
+                    (true, _) => {
+                        let id = self.raw(Sym::Concat { rows: 1, lens }, &parts);
+                        self.fire(Lemma::ConcatOfRows, id)
+                    }
+                }
+            }
             (&Sym::AppendCol { c, k }, [w, x]) => {
                 let inner = self.node(*w).clone();
                 if inner.sym == (Sym::DropFirstCol { c, k }) {
@@ -393,6 +508,28 @@ impl Dag {
             Sym::Weight(Binding { tensor, view: View::Whole }) => Some((tensor.clone(), n.args[1])),
             _ => None,
         }
+    }
+
+    /// `W[rows a..c]·x` when `p` is `W[rows a..b]·x` and `q` is `W[rows b..c]·x`.
+    fn adjacent_rows(&mut self, p: Id, q: Id) -> Option<Id> {
+        let rows = |dag: &Dag, m: Id| {
+            let n = dag.node(m);
+            if n.sym != Sym::MatVec {
+                return None;
+            }
+            match &dag.node(n.args[0]).sym {
+                Sym::Weight(Binding { tensor, view: View::Rows { start, end } }) => {
+                    Some((tensor.clone(), *start, *end, n.args[1]))
+                }
+                _ => None,
+            }
+        };
+        let ((t1, a, b, x1), (t2, b2, c, x2)) = (rows(self, p)?, rows(self, q)?);
+        if t1 != t2 || b != b2 || x1 != x2 {
+            return None;
+        }
+        let w = self.leaf(Sym::Weight(Binding::rows(t1, a, c)));
+        Some(self.mk(Sym::MatVec, &[w, x1]))
     }
 
     /// Whether `c` is a key or value cache as it enters the step.

@@ -1,0 +1,406 @@
+//! Translation validation (`stepcheck::prove`): every preset and every accepted generated case is
+//! proved; each planted bug — in the program, the fused graph, or the shim — is refuted, with the
+//! output it breaks; a change that keeps the meaning (a commuted residual add) still proves.
+
+use stepcheck::engine::lower::lower_graph;
+use stepcheck::engine::program::{Command, Program, StateLayout};
+use stepcheck::engine::shim::EngineShim;
+use stepcheck::engine::{Numerics, Storage};
+use stepcheck::r#gen::Case;
+use stepcheck::r#gen::draw::seeded_bytes;
+use stepcheck::r#gen::oracle::{prove_trace, trace};
+use stepcheck::ir::{Act, Graph, HeadMap, OpKind};
+use stepcheck::model::author::decode_step;
+use stepcheck::model::bind::View;
+use stepcheck::model::presets::{PRESETS, preset};
+use stepcheck::prove::{ProofVerdict, prove};
+
+// ---- The boundary: a spec's three stages, and the proof of a (possibly edited) triple. ----
+
+/// The authored step of preset `name`, the engine's shim's fused graph of it, and its program.
+fn stages(name: &str, numerics: Numerics) -> (Graph, Graph, Program) {
+    let spec = preset(name).expect("a preset");
+    let authored = decode_step(&spec).expect("the author writes every preset");
+    let fused = EngineShim::default().prepare(&authored);
+    let program = lower_graph(&fused, numerics).expect("every preset lowers");
+    (authored, fused, program)
+}
+
+/// Every command of `p`, mutably, in order.
+fn commands(p: &mut Program) -> impl Iterator<Item = &mut Command> {
+    p.blocks.iter_mut().flat_map(|b| b.commands.iter_mut())
+}
+
+/// The first command of `p` that `edit` changes (it returns whether it did); panics if none does,
+/// so a planted bug that plants nothing fails its test.
+fn edit_first(p: &mut Program, mut edit: impl FnMut(&mut Command) -> bool) {
+    assert!(commands(p).any(&mut edit), "the planted bug found no command to change");
+}
+
+/// The proof of the tiny preset at `numerics` with `plant` applied to its program.
+fn prove_planted_program(numerics: Numerics, plant: fn(&mut Program)) -> ProofVerdict {
+    let (authored, fused, mut program) = stages("tiny", numerics);
+    plant(&mut program);
+    prove(&authored, &fused, &program)
+}
+
+/// The refutation's one-line summary, or a panic naming the verdict.
+fn refuted(v: &ProofVerdict, bug: &str) -> String {
+    match v {
+        ProofVerdict::Refuted(r) => format!("{}: {}: {}", r.stage, r.output, r.why),
+        v => panic!("the planted bug `{bug}` was not refuted: {v}"),
+    }
+}
+
+// ---- Every preset proves. ----
+
+#[test]
+fn every_preset_proves_at_every_numerics() {
+    for name in PRESETS {
+        for numerics in [Numerics::F32, Numerics::BF16] {
+            let (authored, fused, program) = stages(name, numerics);
+            let v = prove(&authored, &fused, &program);
+            let ProofVerdict::Proved(p) = &v else { panic!("{name} at {numerics}: {v}") };
+            // Logits and every state, at both stages.
+            assert_eq!(p.outputs.len(), 2 * (1 + fused.states.len()), "{name}");
+        }
+    }
+}
+
+#[test]
+fn the_08b_preset_uses_the_layout_lemmas() {
+    let (authored, fused, program) = stages("qwen3.5-0.8b", Numerics::F32);
+    let ProofVerdict::Proved(p) = prove(&authored, &fused, &program) else { panic!("not proved") };
+    assert_eq!(p.commands, 322);
+    for lemma in ["rows-of-matvec", "head-half-of-matvec", "conv-window", "delta-orientation", "kv-append-at-fill"] {
+        assert!(p.lemmas.keys().any(|l| l.name() == lemma), "{lemma} unused: {:?}", p.lemmas);
+    }
+}
+
+// ---- Every accepted generated case proves. ----
+
+/// The bytes of case `i` of the sweep.
+fn sweep_bytes(i: u64) -> Vec<u8> {
+    seeded_bytes(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5851_F42D_4C95_7F2D, 160)
+}
+
+#[test]
+fn every_accepted_generated_case_proves() {
+    let cases = if cfg!(debug_assertions) { 300 } else { 3000 };
+    let mut accepted = 0;
+    for i in 0..cases {
+        let Some(case) = Case::from_bytes(&sweep_bytes(i)) else { continue };
+        let Ok(t) = trace(&case) else { continue };
+        let Ok(program) = &t.lowered else { continue };
+        accepted += 1;
+        let v = prove_trace(&case, t.authored.as_ref(), &t.fused, program);
+        assert!(v.is_proved(), "case {i}: {v}\n{case:?}");
+    }
+    assert!(accepted >= cases / 20, "only {accepted} of {cases} cases accepted");
+}
+
+// ---- Planted program bugs are refuted. ----
+
+/// A planted bug in the lowered program of the tiny preset, and the output its refutation names.
+struct PlantedProgram {
+    bug: &'static str,
+    numerics: Numerics,
+    plant: fn(&mut Program),
+    output: &'static str,
+}
+
+const PLANTED_PROGRAMS: &[PlantedProgram] = &[
+    PlantedProgram {
+        bug: "head halves swapped (queries and output gate)",
+        numerics: Numerics::F32,
+        plant: |p| {
+            edit_first(p, |c| match c {
+                Command::MergedHeadHalves { first, second, .. } => {
+                    std::mem::swap(first, second);
+                    true
+                }
+                _ => false,
+            })
+        },
+        output: "logits",
+    },
+    PlantedProgram {
+        bug: "an RMS norm's eps not carried",
+        numerics: Numerics::F32,
+        plant: |p| {
+            edit_first(p, |c| match c {
+                Command::RmsNorm { eps, .. } => {
+                    *eps = 1e-5;
+                    true
+                }
+                _ => false,
+            })
+        },
+        output: "logits",
+    },
+    PlantedProgram {
+        bug: "the gated norm's eps not carried",
+        numerics: Numerics::F32,
+        plant: |p| {
+            edit_first(p, |c| match c {
+                Command::GatedNorm { eps, .. } => {
+                    *eps = 1e-5;
+                    true
+                }
+                _ => false,
+            })
+        },
+        output: "logits",
+    },
+    PlantedProgram {
+        bug: "RoPE's θ not carried",
+        numerics: Numerics::F32,
+        plant: |p| {
+            edit_first(p, |c| match c {
+                Command::Attention { rope, .. } => {
+                    rope.theta = 1e6;
+                    true
+                }
+                _ => false,
+            })
+        },
+        output: "logits",
+    },
+    PlantedProgram {
+        bug: "the rotary dims not carried (the whole head rotated)",
+        numerics: Numerics::F32,
+        plant: |p| {
+            edit_first(p, |c| match c {
+                Command::Attention { rope, head_dim, .. } => {
+                    rope.dims = *head_dim;
+                    true
+                }
+                _ => false,
+            })
+        },
+        output: "logits",
+    },
+    PlantedProgram {
+        bug: "a delta state layout transposed ([dk][dv] declared for the engine's [dv][dk])",
+        numerics: Numerics::F32,
+        plant: |p| {
+            let s = p.states.iter_mut().find(|s| matches!(s.layout, StateLayout::DeltaState { .. })).unwrap();
+            if let StateLayout::DeltaState { key_dim, value_dim, .. } = &mut s.layout {
+                std::mem::swap(key_dim, value_dim);
+            }
+        },
+        output: "recurrent@l1",
+    },
+    PlantedProgram {
+        bug: "a conv window of K columns where the engine keeps K−1",
+        numerics: Numerics::F32,
+        plant: |p| {
+            let s = p.states.iter_mut().find(|s| matches!(s.layout, StateLayout::ConvWindow { .. })).unwrap();
+            if let StateLayout::ConvWindow { taps, .. } = &mut s.layout {
+                *taps += 1;
+            }
+        },
+        output: "conv@l1",
+    },
+    PlantedProgram {
+        bug: "the wrong key-head count of a delta rule (every value head on one key head)",
+        numerics: Numerics::F32,
+        plant: |p| {
+            edit_first(p, |c| match c {
+                Command::DeltaRule { key_heads, .. } => {
+                    *key_heads = 1;
+                    true
+                }
+                _ => false,
+            })
+        },
+        output: "logits",
+    },
+    PlantedProgram {
+        bug: "the attention's scale not carried",
+        numerics: Numerics::F32,
+        plant: |p| {
+            edit_first(p, |c| match c {
+                Command::Attention { scale, .. } => {
+                    *scale = 1.0;
+                    true
+                }
+                _ => false,
+            })
+        },
+        output: "logits",
+    },
+    PlantedProgram {
+        bug: "the SwiGLU's gate and up projections swapped",
+        numerics: Numerics::F32,
+        plant: |p| {
+            edit_first(p, |c| match c {
+                Command::SwiGlu { gate, up, .. } => {
+                    std::mem::swap(gate, up);
+                    true
+                }
+                _ => false,
+            })
+        },
+        output: "logits",
+    },
+    PlantedProgram {
+        bug: "no advance: the position never moves",
+        numerics: Numerics::F32,
+        plant: |p| p.blocks.retain(|b| !b.commands.iter().any(|c| matches!(c, Command::Advance { .. }))),
+        output: "position",
+    },
+    PlantedProgram {
+        bug: "the attention's key norm dropped",
+        numerics: Numerics::F32,
+        plant: |p| {
+            edit_first(p, |c| match c {
+                Command::Attention { k_norm, .. } => k_norm.take().is_some(),
+                _ => false,
+            })
+        },
+        output: "logits",
+    },
+    PlantedProgram {
+        bug: "a buffer stored in f32 where the numerics store activations in bf16",
+        numerics: Numerics::BF16,
+        plant: |p| p.buffers[1].storage = Storage::F32,
+        output: "rounding of",
+    },
+    PlantedProgram {
+        bug: "a KV cache stored in f32 where the numerics store it in bf16",
+        numerics: Numerics::BF16,
+        plant: |p| {
+            p.states.iter_mut().find(|s| matches!(s.layout, StateLayout::KvCache { .. })).unwrap().storage =
+                Storage::F32
+        },
+        output: "rounding of",
+    },
+];
+
+#[test]
+fn planted_program_bugs_are_refuted() {
+    for case in PLANTED_PROGRAMS {
+        let v = prove_planted_program(case.numerics, case.plant);
+        let summary = refuted(&v, case.bug);
+        if std::env::var("SHOW").is_ok() {
+            println!("{}\n{v}\n", case.bug);
+        }
+        assert!(summary.contains(case.output), "`{}` refuted at another output: {summary}\n{v}", case.bug);
+    }
+}
+
+#[test]
+fn a_re_split_of_merged_rows_that_one_conv_reads_still_proves() {
+    // Rows 0..17 and 17..32 where the graph reads 0..16 and 16..32: the conv reads their
+    // concatenation, the same 32 rows (`concat-of-rows`), and splits its output by its own lengths.
+    let v = prove_planted_program(Numerics::F32, |p| {
+        let Some(Command::MergedRows { outs, .. }) =
+            commands(p).find(|c| matches!(c, Command::MergedRows { .. })).cloned()
+        else {
+            panic!("no merged rows")
+        };
+        p.buffers[outs[0].0].len += 1;
+        p.buffers[outs[1].0].len -= 1;
+    });
+    let ProofVerdict::Proved(p) = &v else { panic!("{v}") };
+    assert!(p.lemmas.keys().any(|l| l.name() == "concat-of-rows"));
+}
+
+#[test]
+fn a_change_that_keeps_the_meaning_still_proves() {
+    // The residual add's operands swapped: addition commutes (`add-commutes`).
+    let v = prove_planted_program(Numerics::F32, |p| {
+        edit_first(p, |c| match c {
+            Command::Add { residual, x, .. } => {
+                std::mem::swap(residual, x);
+                true
+            }
+            _ => false,
+        })
+    });
+    assert!(v.is_proved(), "{v}");
+}
+
+// ---- Planted graph bugs: the fused graph against the program, the shim against the author. ----
+
+/// The tiny preset's stages with `edit` applied to one op of the fused (`fused == true`) or the
+/// authored graph, chosen by its first output's name.
+fn prove_edited_graph(fused_side: bool, tensor: &str, edit: fn(&mut OpKind)) -> ProofVerdict {
+    let (mut authored, mut fused, program) = stages("tiny", Numerics::F32);
+    let g = if fused_side { &mut fused } else { &mut authored };
+    let t = g.find(tensor).unwrap_or_else(|| panic!("no tensor {tensor}"));
+    let op = g.ops.iter_mut().find(|o| o.outputs.contains(&t)).expect("an op writes it");
+    edit(&mut op.kind);
+    // An edit of the fused graph is judged against the program alone: the graph it answers to is
+    // itself.
+    if fused_side {
+        authored = fused.clone();
+    }
+    prove(&authored, &fused, &program)
+}
+
+#[test]
+fn the_wrong_head_map_in_the_graph_is_refuted() {
+    // The graph says grouped where the engine's delta rule is tiled (4 value heads, 2 key heads).
+    let v = prove_edited_graph(true, "l1.o", |k| *k = OpKind::DeltaRule { head_map: HeadMap::Grouped });
+    let s = refuted(&v, "grouped delta rule");
+    assert!(s.contains("fused ≡ program") && s.contains("head") || s.contains("grouped"), "{s}\n{v}");
+    // The graph says tiled where the engine's attention is grouped (4 query heads, 2 KV heads).
+    let v = prove_edited_graph(true, "l0.attn", |k| {
+        if let OpKind::Attention { head_map, .. } = k {
+            *head_map = HeadMap::Tiled;
+        }
+    });
+    refuted(&v, "tiled attention");
+}
+
+#[test]
+fn a_mis_fused_shim_pattern_is_refuted() {
+    // The authored conv activation is gelu, but the fused graph has conv_bias_silu: what a conv
+    // pattern that takes any activation would make.
+    let v = prove_edited_graph(false, "l1.conv.silu", |k| *k = OpKind::Act(Act::Gelu));
+    let s = refuted(&v, "gelu conv fused as conv_bias_silu");
+    assert!(s.starts_with("authored ≡ fused"), "{s}");
+    // The same for the SwiGLU's activation fused as glu_act_mul of silu.
+    let v = prove_edited_graph(false, "l0.ffn.act", |k| *k = OpKind::Act(Act::GeluTanh));
+    assert!(refuted(&v, "geglu fused as silu").starts_with("authored ≡ fused"));
+}
+
+#[test]
+fn a_row_range_off_by_one_is_refuted() {
+    // The graph binds the delta rule's queries to rows 1..17 of the merged projection; the
+    // program's merged rows still start at row 0.
+    // The rows no longer follow one another, so no lemma merges them and the normal forms differ
+    // in their symbols: the refutation is the numeric witness's.
+    let (_, mut fused, program) = stages("tiny", Numerics::F32);
+    let c = fused.consts.iter_mut().find(|c| c.binding.to_string() == "blk.1.attn_qkv.weight rows 0..16").unwrap();
+    c.binding.view = View::Rows { start: 1, end: 17 };
+    let v = prove(&fused, &fused, &program);
+    refuted(&v, "rows 1..17");
+    let ProofVerdict::Refuted(r) = &v else { unreachable!() };
+    assert!(r.witness.is_some(), "{v}");
+}
+
+#[test]
+fn a_graph_eps_the_program_does_not_carry_is_refuted() {
+    let v = prove_edited_graph(true, "l1.k.normed", |k| *k = OpKind::L2Norm { eps: 1e-5 });
+    assert!(refuted(&v, "delta rule l2 eps").contains("fused ≡ program"));
+}
+
+#[test]
+fn planted_bugs_in_commands_have_a_numeric_witness() {
+    // The definite mismatches of the normal forms are real: evaluated on random leaves, the two
+    // outputs differ (every planted bug but the layouts and roundings, refused before evaluation,
+    // and a key-head count that does not fit the queries' length, which has no value).
+    for case in PLANTED_PROGRAMS.iter().filter(|c| {
+        c.output != "rounding of"
+            && !c.bug.contains("layout")
+            && !c.bug.contains("window")
+            && !c.bug.contains("key-head count")
+    }) {
+        let v = prove_planted_program(case.numerics, case.plant);
+        let ProofVerdict::Refuted(r) = &v else { panic!("{}: {v}", case.bug) };
+        assert!(r.witness.is_some(), "`{}` has no witness:\n{v}", case.bug);
+    }
+}
