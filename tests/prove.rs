@@ -404,3 +404,316 @@ fn planted_bugs_in_commands_have_a_numeric_witness() {
         assert!(r.witness.is_some(), "`{}` has no witness:\n{v}", case.bug);
     }
 }
+
+// ---- Every lemma holds: both sides evaluated on random tensors of random shapes. ----
+
+mod lemmas {
+    use proptest::prelude::*;
+    use stepcheck::ir::{HeadMap, StateKind};
+    use stepcheck::model::bind::Binding;
+    use stepcheck::prove::Lemma;
+    use stepcheck::prove::eval::{Env, Rng, Value, differ, eval};
+    use stepcheck::prove::term::{Dag, Id, Real, Sym};
+
+    /// One lemma's instance: the DAG, its left and right sides (built as they are, unnormalised)
+    /// and the leaves' values.
+    struct Instance {
+        dag: Dag,
+        lhs: Id,
+        rhs: Id,
+        env: Env,
+    }
+
+    /// A builder of instances: random leaves, drawn from a seed.
+    struct Leaves {
+        dag: Dag,
+        env: Env,
+        rng: Rng,
+    }
+
+    impl Leaves {
+        fn new(seed: u64) -> Leaves {
+            Leaves { dag: Dag::new(), env: Env { capacity: 16, ..Env::default() }, rng: Rng(seed) }
+        }
+
+        /// A checkpoint tensor `name` of `shape`, whole.
+        fn tensor(&mut self, name: &str, shape: &[usize]) -> Id {
+            let data = self.rng.fill(shape.iter().product());
+            self.env.tensors.insert(name.into(), (shape.to_vec(), data));
+            self.dag.leaf(Sym::Weight(Binding::whole(name)))
+        }
+
+        /// A cache state leaf of `len` positions.
+        fn cache(&mut self, kind: StateKind, h: usize, d: usize, len: usize) -> Id {
+            let data = self.rng.fill(h * len * d);
+            self.env.states.insert((kind, Some(0)), Value::Cache { h, d, len, data });
+            self.dag.leaf(Sym::State(kind, Some(0)))
+        }
+
+        /// An array state leaf of `n` values.
+        fn state(&mut self, kind: StateKind, n: usize) -> Id {
+            let data = self.rng.fill(n);
+            self.env.states.insert((kind, Some(0)), Value::vec(data));
+            self.dag.leaf(Sym::State(kind, Some(0)))
+        }
+
+        fn raw(&mut self, sym: Sym, args: &[Id]) -> Id {
+            self.dag.raw(sym, args)
+        }
+
+        fn done(self, lhs: Id, rhs: Id) -> Instance {
+            Instance { dag: self.dag, lhs, rhs, env: self.env }
+        }
+    }
+
+    /// Both sides evaluate, and to the same values.
+    fn agree(i: &Instance) -> Result<(), TestCaseError> {
+        let (a, b) = (eval(&i.dag, i.lhs, &i.env), eval(&i.dag, i.rhs, &i.env));
+        let (a, b) = (a.map_err(TestCaseError::fail)?, b.map_err(TestCaseError::fail)?);
+        prop_assert!(differ(&a, &b).is_none(), "{}: {a:?} vs {b:?}", i.dag.show(i.lhs, 4));
+        Ok(())
+    }
+
+    /// The builder rewrites the left side's top symbol, over the left side's operands, to the
+    /// right side, and records `lemma`.
+    fn normalises(i: &mut Instance, lemma: Lemma) -> Result<(), TestCaseError> {
+        let top = i.dag.node(i.lhs).clone();
+        let before = i.dag.fired.len();
+        let n = i.dag.mk(top.sym, &top.args);
+        prop_assert_eq!(n, i.rhs, "{} ↦ {}", i.dag.show(i.lhs, 3), i.dag.show(n, 3));
+        prop_assert!(i.dag.fired[before..].iter().any(|(l, _)| *l == lemma), "{lemma} not recorded");
+        Ok(())
+    }
+
+    fn config() -> ProptestConfig {
+        ProptestConfig { cases: if cfg!(debug_assertions) { 32 } else { 256 }, ..ProptestConfig::default() }
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn rows_of_matvec(seed: u64, r in 1usize..12, c in 1usize..9, a in 0usize..12, b in 0usize..12) {
+            let s = a % r;
+            let e = s + 1 + b % (r - s);
+            let mut l = Leaves::new(seed);
+            let w = l.tensor("w", &[r, c]);
+            let x = l.tensor("x", &[c]);
+            let m = l.raw(Sym::MatVec, &[w, x]);
+            let lhs = l.raw(Sym::Rows { start: s, end: e }, &[m]);
+            let ws = l.dag.leaf(Sym::Weight(Binding::rows("w", s, e)));
+            let rhs = l.raw(Sym::MatVec, &[ws, x]);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::RowsOfMatVec)?;
+        }
+
+        #[test]
+        fn head_half_of_matvec(seed: u64, heads in 1usize..5, d in 1usize..6, c in 1usize..7, half in 0usize..2) {
+            let mut l = Leaves::new(seed);
+            let w = l.tensor("w", &[heads * 2 * d, c]);
+            let x = l.tensor("x", &[c]);
+            let m = l.raw(Sym::MatVec, &[w, x]);
+            let lhs = l.raw(Sym::HeadHalf { d, half }, &[m]);
+            let wh = l.dag.leaf(Sym::Weight(Binding::head_half("w", d, half)));
+            let rhs = l.raw(Sym::MatVec, &[wh, x]);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::HeadHalfOfMatVec)?;
+        }
+
+        #[test]
+        fn slice_of_concat(seed: u64, lens in proptest::collection::vec(1usize..6, 2..5), pick in 0usize..5) {
+            let mut l = Leaves::new(seed);
+            let parts: Vec<Id> = lens.iter().enumerate().map(|(i, &n)| l.tensor(&format!("p{i}"), &[n])).collect();
+            let cat = l.raw(Sym::Concat { rows: 1, lens: lens.clone() }, &parts);
+            let i = pick % lens.len();
+            let start: usize = lens[..i].iter().sum();
+            let lhs = l.raw(Sym::Slice { start, end: start + lens[i], n: lens.iter().sum() }, &[cat]);
+            let mut inst = l.done(lhs, parts[i]);
+            agree(&inst)?;
+            normalises(&mut inst, Lemma::SliceOfConcat)?;
+        }
+
+        #[test]
+        fn whole_slice(seed: u64, rows in 1usize..4, n in 1usize..7) {
+            let mut l = Leaves::new(seed);
+            let x = l.tensor("x", &[rows, n]);
+            let lhs = l.raw(Sym::Slice { start: 0, end: n, n }, &[x]);
+            let mut i = l.done(lhs, x);
+            agree(&i)?;
+            normalises(&mut i, Lemma::WholeSlice)?;
+        }
+
+        #[test]
+        fn concat_of_rows(seed: u64, a in 0usize..4, n1 in 1usize..5, n2 in 1usize..5, c in 1usize..6) {
+            let mut l = Leaves::new(seed);
+            l.tensor("w", &[a + n1 + n2, c]);
+            let x = l.tensor("x", &[c]);
+            let w1 = l.dag.leaf(Sym::Weight(Binding::rows("w", a, a + n1)));
+            let w2 = l.dag.leaf(Sym::Weight(Binding::rows("w", a + n1, a + n1 + n2)));
+            let m1 = l.raw(Sym::MatVec, &[w1, x]);
+            let m2 = l.raw(Sym::MatVec, &[w2, x]);
+            let lhs = l.raw(Sym::Concat { rows: 1, lens: vec![n1, n2] }, &[m1, m2]);
+            let w = l.dag.leaf(Sym::Weight(Binding::rows("w", a, a + n1 + n2)));
+            let rhs = l.raw(Sym::MatVec, &[w, x]);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::ConcatOfRows)?;
+        }
+
+        #[test]
+        fn add_and_mul_commute(seed: u64, n in 1usize..9, mul: bool) {
+            let mut l = Leaves::new(seed);
+            let a = l.tensor("a", &[n]);
+            let b = l.tensor("b", &[n]);
+            let sym = if mul { Sym::Mul } else { Sym::Add };
+            let lhs = l.raw(sym.clone(), &[b, a]);
+            let rhs = l.raw(sym, &[a, b]);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, if mul { Lemma::MulCommutes } else { Lemma::AddCommutes })?;
+        }
+
+        #[test]
+        fn conv_window(seed: u64, c in 1usize..6, k in 1usize..5) {
+            let mut l = Leaves::new(seed);
+            let big_x = l.state(StateKind::Conv, c * k);
+            let x = l.tensor("x", &[c]);
+            let w = l.raw(Sym::DropFirstCol { c, k }, &[big_x]);
+            let lhs = l.raw(Sym::AppendCol { c, k }, &[w, x]);
+            let rhs = l.raw(Sym::ConvShift { c, k }, &[big_x, x]);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::ConvWindow)?;
+        }
+
+        #[test]
+        fn delta_orientation(seed: u64, hk in 1usize..4, r in 1usize..4, dk in 1usize..5, dv in 1usize..5, out in 0usize..2) {
+            let hv = hk * r;
+            let mut l = Leaves::new(seed);
+            let s = l.state(StateKind::Recurrent, hv * dk * dv);
+            let ins = [l.tensor("q", &[hk * dk]), l.tensor("k", &[hk * dk]), l.tensor("v", &[hv * dv]), l.tensor("g", &[hv]), l.tensor("b", &[hv])];
+            let t = l.raw(Sym::TransposeKv { hv, dk, dv }, &[s]);
+            let vk = l.raw(Sym::DeltaRuleVk { hv, hk, dk, dv }, &[&[t][..], &ins].concat());
+            let lhs = l.raw(Sym::Proj(out), &[vk]);
+            let rule = l.raw(Sym::DeltaRule { hv, hk, dk, dv, map: HeadMap::Tiled }, &[&[s][..], &ins].concat());
+            let p = l.raw(Sym::Proj(out), &[rule]);
+            let rhs = if out == 0 { l.raw(Sym::TransposeKv { hv, dk, dv }, &[p]) } else { p };
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            // The builder writes the tiled map of one key head or of as many as value heads as
+            // grouped (`trivial-head-map`): normalise the right side the same way first.
+            if hk > 1 && hk < hv {
+                normalises(&mut i, Lemma::DeltaOrientation)?;
+            }
+        }
+
+        #[test]
+        fn kv_append_at_fill(seed: u64, h in 1usize..4, d in 1usize..5, pos in 0usize..8) {
+            let mut l = Leaves::new(seed);
+            l.env.pos = pos;
+            let c = l.cache(StateKind::KeyCache, h, d, pos);
+            let x = l.tensor("x", &[h * d]);
+            let p = l.dag.leaf(Sym::Pos);
+            let pre = l.raw(Sym::Prealloc { h, d }, &[c]);
+            let lhs = l.raw(Sym::KvWrite { h, d }, &[pre, p, x]);
+            let app = l.raw(Sym::KvAppend { h, d }, &[c, x]);
+            let rhs = l.raw(Sym::Prealloc { h, d }, &[app]);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::KvAppendAtFill)?;
+        }
+
+        #[test]
+        fn attend_filled_prefix(seed: u64, kvh in 1usize..3, r in 1usize..3, d in 1usize..5, pos in 0usize..8, scale in 0.1f64..2.0) {
+            let heads = kvh * r;
+            let mut l = Leaves::new(seed);
+            l.env.pos = pos;
+            let kc = l.cache(StateKind::KeyCache, kvh, d, pos);
+            let vc = l.cache(StateKind::ValueCache, kvh, d, pos);
+            let (q, kx, vx) = (l.tensor("q", &[heads * d]), l.tensor("kx", &[kvh * d]), l.tensor("vx", &[kvh * d]));
+            let p = l.dag.leaf(Sym::Pos);
+            let k1 = l.raw(Sym::KvAppend { h: kvh, d }, &[kc, kx]);
+            let v1 = l.raw(Sym::KvAppend { h: kvh, d }, &[vc, vx]);
+            let (pk, pv) = (l.raw(Sym::Prealloc { h: kvh, d }, &[k1]), l.raw(Sym::Prealloc { h: kvh, d }, &[v1]));
+            let scale = Real::new(scale);
+            let lhs = l.raw(Sym::AttendPrefix { scale, heads, kv_heads: kvh }, &[q, pk, pv, p]);
+            let attn = Sym::Attention { scale, window: None, map: HeadMap::Grouped, heads, kv_heads: kvh };
+            let rhs = l.raw(attn, &[q, k1, v1]);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::AttendFilledPrefix)?;
+        }
+
+        #[test]
+        fn trivial_head_map(seed: u64, n in 1usize..5, one: bool, d in 1usize..4, pos in 0usize..5) {
+            // Attention: one KV head, or as many as query heads.
+            let kvh = if one { 1 } else { n };
+            let mut l = Leaves::new(seed);
+            l.env.pos = pos;
+            let kc = l.cache(StateKind::KeyCache, kvh, d, pos + 1);
+            let vc = l.cache(StateKind::ValueCache, kvh, d, pos + 1);
+            let q = l.tensor("q", &[n * d]);
+            let at = |map| Sym::Attention { scale: Real::new(0.5), window: None, map, heads: n, kv_heads: kvh };
+            let lhs = l.raw(at(HeadMap::Tiled), &[q, kc, vc]);
+            let rhs = l.raw(at(HeadMap::Grouped), &[q, kc, vc]);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::TrivialHeadMap)?;
+            // The delta rule: one key head, or as many as value heads.
+            let mut l = Leaves::new(seed ^ 1);
+            let s = l.state(StateKind::Recurrent, n * d * d);
+            let ins = [l.tensor("q", &[kvh * d]), l.tensor("k", &[kvh * d]), l.tensor("v", &[n * d]), l.tensor("g", &[n]), l.tensor("b", &[n])];
+            let all = [&[s][..], &ins].concat();
+            let dr = |map| Sym::DeltaRule { hv: n, hk: kvh, dk: d, dv: d, map };
+            let lhs = l.raw(dr(HeadMap::Tiled), &all);
+            let rhs = l.raw(dr(HeadMap::Grouped), &all);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::TrivialHeadMap)?;
+        }
+    }
+
+    /// Each lemma has its property above: the list is the lemma set.
+    #[test]
+    fn every_lemma_has_a_property() {
+        let tested = [
+            Lemma::RowsOfMatVec,
+            Lemma::HeadHalfOfMatVec,
+            Lemma::SliceOfConcat,
+            Lemma::WholeSlice,
+            Lemma::ConcatOfRows,
+            Lemma::AddCommutes,
+            Lemma::MulCommutes,
+            Lemma::ConvWindow,
+            Lemma::DeltaOrientation,
+            Lemma::KvAppendAtFill,
+            Lemma::AttendFilledPrefix,
+            Lemma::TrivialHeadMap,
+        ];
+        assert_eq!(tested.to_vec(), Lemma::ALL.to_vec());
+    }
+
+    /// A false "lemma" fails its property: the evaluator tells a grouped map from a tiled one.
+    #[test]
+    fn the_property_can_fail() {
+        let mut l = Leaves::new(7);
+        let (hv, hk, dk, dv) = (4, 2, 3, 3);
+        let s = l.state(StateKind::Recurrent, hv * dk * dv);
+        let ins = [
+            l.tensor("q", &[hk * dk]),
+            l.tensor("k", &[hk * dk]),
+            l.tensor("v", &[hv * dv]),
+            l.tensor("g", &[hv]),
+            l.tensor("b", &[hv]),
+        ];
+        let all = [&[s][..], &ins].concat();
+        let dr = |map| Sym::DeltaRule { hv, hk, dk, dv, map };
+        let a = l.raw(dr(HeadMap::Tiled), &all);
+        let b = l.raw(dr(HeadMap::Grouped), &all);
+        let i = l.done(a, b);
+        let (x, y) = (eval(&i.dag, i.lhs, &i.env).unwrap(), eval(&i.dag, i.rhs, &i.env).unwrap());
+        assert!(differ(&x, &y).is_some());
+    }
+}
