@@ -717,3 +717,187 @@ mod lemmas {
         assert!(differ(&x, &y).is_some());
     }
 }
+
+// ---- The gate's power: each planted bug, and what catches it (docs/SOUNDNESS.md's table). ----
+
+mod table {
+    use super::*;
+    use stepcheck::check::{Verdict, compare};
+    use stepcheck::model::random::random_checkpoint;
+    use stepcheck::model::{Checkpoint, Tensor};
+
+    /// What catches a planted bug: the prover alone, the numeric check alone, or both.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Catch {
+        Both,
+        Prover,
+        Numeric,
+    }
+
+    /// Five steps from position 0: RoPE is not the identity after the first, and the caches fill.
+    const TOKENS: [u32; 5] = [3, 1, 4, 1, 5];
+
+    /// The tiny preset's seeded checkpoint.
+    fn checkpoint() -> Checkpoint {
+        random_checkpoint(&preset("tiny").expect("a preset"), 7)
+    }
+
+    /// Whether the numeric check (`check::compare`: the program in `engine::run` against `graph` in
+    /// the reference interpreter, as the oracle runs it) finds the bug: a disagreement, or a
+    /// program the engine cannot run. An agreement or an inconclusive comparison misses it.
+    fn numeric_catches(graph: &Graph, program: &Program, ck: &Checkpoint) -> (bool, String) {
+        match compare(graph, program, ck, &TOKENS) {
+            Ok(Verdict::Disagree(w)) => (true, format!("disagree at {} {}", w.tensor, w.step)),
+            Ok(v @ Verdict::Agree { .. }) => (false, v.to_string()),
+            Ok(v) => (false, v.to_string()),
+            Err(e) => (true, format!("the engine cannot run it: {e}")),
+        }
+    }
+
+    /// The row's measured catch, checked against the expected one; prints the row with `SHOW`.
+    fn row(bug: &str, proof: &ProofVerdict, numeric: (bool, String), expected: Catch) {
+        let by_prover = proof.is_refuted();
+        assert!(
+            by_prover || proof.is_proved(),
+            "`{bug}`: the prover must refute or prove, never leave a planted bug inconclusive: {proof}"
+        );
+        let found = match (by_prover, numeric.0) {
+            (true, true) => Catch::Both,
+            (true, false) => Catch::Prover,
+            (false, true) => Catch::Numeric,
+            (false, false) => panic!("`{bug}` is caught by neither: {proof}; numeric: {}", numeric.1),
+        };
+        if std::env::var("SHOW").is_ok() {
+            let p = match proof {
+                ProofVerdict::Refuted(r) => format!("refuted: {}, {}: {}", r.stage, r.output, r.why),
+                v => v.word().to_string(),
+            };
+            println!("| {bug} | {p} | {} | {found:?} |", numeric.1);
+        }
+        assert_eq!(found, expected, "`{bug}`: {proof}\nnumeric: {}", numeric.1);
+    }
+
+    /// What catches each planted program bug, by its name in `PLANTED_PROGRAMS`.
+    const PROGRAM_ROWS: &[(&str, Catch)] = &[
+        ("head halves swapped (queries and output gate)", Catch::Both),
+        ("an RMS norm's eps not carried", Catch::Both),
+        ("the gated norm's eps not carried", Catch::Both),
+        ("RoPE's θ not carried", Catch::Both),
+        ("the rotary dims not carried (the whole head rotated)", Catch::Both),
+        ("a delta state layout transposed ([dk][dv] declared for the engine's [dv][dk])", Catch::Both),
+        ("a conv window of K columns where the engine keeps K−1", Catch::Both),
+        ("the wrong key-head count of a delta rule (every value head on one key head)", Catch::Both),
+        ("the attention's scale not carried", Catch::Both),
+        ("the SwiGLU's gate and up projections swapped", Catch::Both),
+        ("no advance: the position never moves", Catch::Both),
+        ("the attention's key norm dropped", Catch::Both),
+        ("a buffer stored in f32 where the numerics store activations in bf16", Catch::Prover),
+        ("a KV cache stored in f32 where the numerics store it in bf16", Catch::Both),
+    ];
+
+    #[test]
+    fn planted_program_bugs_by_catcher() {
+        let ck = checkpoint();
+        assert_eq!(PROGRAM_ROWS.len(), PLANTED_PROGRAMS.len());
+        for case in PLANTED_PROGRAMS {
+            let &(_, expected) = PROGRAM_ROWS.iter().find(|(b, _)| *b == case.bug).expect("a row per bug");
+            let (authored, fused, mut program) = stages("tiny", case.numerics);
+            (case.plant)(&mut program);
+            let proof = prove(&authored, &fused, &program);
+            row(case.bug, &proof, numeric_catches(&fused, &program, &ck), expected);
+        }
+    }
+
+    /// The tiny preset's fused graph with `edit` applied to the op that writes `tensor`.
+    fn edited_fused(tensor: &str, edit: fn(&mut OpKind)) -> (Graph, Program) {
+        let (_, mut fused, program) = stages("tiny", Numerics::F32);
+        let t = fused.find(tensor).unwrap_or_else(|| panic!("no tensor {tensor}"));
+        let op = fused.ops.iter_mut().find(|o| o.outputs.contains(&t)).expect("an op writes it");
+        edit(&mut op.kind);
+        (fused, program)
+    }
+
+    #[test]
+    fn planted_graph_bugs_by_catcher() {
+        let ck = checkpoint();
+        // A row range off by one: the delta rule's queries bound to rows 1..17 of the merged
+        // projection, where the program's merged rows start at row 0.
+        let (_, mut fused, program) = stages("tiny", Numerics::F32);
+        let c = fused.consts.iter_mut().find(|c| c.binding.to_string() == "blk.1.attn_qkv.weight rows 0..16").unwrap();
+        c.binding.view = View::Rows { start: 1, end: 17 };
+        let proof = prove(&fused, &fused, &program);
+        row(
+            "a row range off by one (queries at rows 1..17)",
+            &proof,
+            numeric_catches(&fused, &program, &ck),
+            Catch::Both,
+        );
+
+        // Conv taps reversed: the graph's conv reads its `[C, K]` weight with the taps in reverse
+        // order (a tensor holding the reversed taps), the program the weight as stored.
+        let (_, mut fused, program) = stages("tiny", Numerics::F32);
+        let mut ck_rev = ck.clone();
+        let c = fused.consts.iter_mut().find(|c| c.binding.tensor == "blk.1.ssm_conv1d.weight").expect("a conv weight");
+        let w = ck.get(&c.binding.tensor).expect("the conv weight").clone();
+        let k = w.shape[1];
+        assert!(k > 1, "taps reversed needs two taps");
+        let data = w.data.chunks(k).flat_map(|r| r.iter().rev().copied()).collect();
+        ck_rev.insert("blk.1.ssm_conv1d.weight.reversed", Tensor { shape: w.shape.clone(), data });
+        c.binding.tensor = "blk.1.ssm_conv1d.weight.reversed".into();
+        let proof = prove(&fused, &fused, &program);
+        row("conv taps reversed", &proof, numeric_catches(&fused, &program, &ck_rev), Catch::Both);
+
+        // The wrong key-head map: the graph's delta rule grouped where the engine's is tiled, and
+        // its attention tiled where the engine's is grouped.
+        let (fused, program) = edited_fused("l1.o", |k| *k = OpKind::DeltaRule { head_map: HeadMap::Grouped });
+        let proof = prove(&fused, &fused, &program);
+        row("the wrong key-head map (delta rule grouped)", &proof, numeric_catches(&fused, &program, &ck), Catch::Both);
+        let (fused, program) = edited_fused("l0.attn", |k| {
+            if let OpKind::Attention { head_map, .. } = k {
+                *head_map = HeadMap::Tiled;
+            }
+        });
+        let proof = prove(&fused, &fused, &program);
+        row("the wrong key-head map (attention tiled)", &proof, numeric_catches(&fused, &program, &ck), Catch::Both);
+
+        // An eps the program does not carry: the graph's l2 norm eps 1e-5.
+        let (fused, program) = edited_fused("l1.k.normed", |k| *k = OpKind::L2Norm { eps: 1e-5 });
+        let proof = prove(&fused, &fused, &program);
+        // Its effect is below the check's tolerance on this checkpoint: only the prover sees it.
+        row("the l2 norm's eps not carried", &proof, numeric_catches(&fused, &program, &ck), Catch::Prover);
+    }
+
+    #[test]
+    fn mis_fused_shim_patterns_by_catcher() {
+        // The authored conv activation is gelu (the SwiGLU's gelu-tanh), the fused graph still has
+        // conv_bias_silu (glu_act_mul of silu): what a pattern taking any activation makes. The
+        // numeric check compares the program with the *fused* graph, so it agrees.
+        let ck = checkpoint();
+        for (tensor, act, bug) in [
+            ("l1.conv.silu", Act::Gelu, "a mis-fused shim pattern (fused conv over a gelu)"),
+            ("l0.ffn.act", Act::GeluTanh, "a mis-fused shim pattern (SwiGLU over a gelu-tanh)"),
+        ] {
+            let (mut authored, fused, program) = stages("tiny", Numerics::F32);
+            let t = authored.find(tensor).unwrap();
+            authored.ops.iter_mut().find(|o| o.outputs.contains(&t)).unwrap().kind = OpKind::Act(act);
+            let proof = prove(&authored, &fused, &program);
+            row(bug, &proof, numeric_catches(&fused, &program, &ck), Catch::Prover);
+        }
+    }
+
+    #[test]
+    fn meaning_preserving_edits_prove_and_agree() {
+        // Not bugs: the prover proves them and the numeric check agrees.
+        let ck = checkpoint();
+        let (authored, fused, mut program) = stages("tiny", Numerics::F32);
+        edit_first(&mut program, |c| match c {
+            Command::Add { residual, x, .. } => {
+                std::mem::swap(residual, x);
+                true
+            }
+            _ => false,
+        });
+        assert!(prove(&authored, &fused, &program).is_proved());
+        assert!(!numeric_catches(&fused, &program, &ck).0);
+    }
+}

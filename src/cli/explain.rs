@@ -5,11 +5,12 @@ use std::process::ExitCode;
 use super::CliError;
 use super::args::ExplainArgs;
 use crate::r#gen::file::CaseFile;
-use crate::r#gen::oracle::{judge, trace};
+use crate::r#gen::oracle::{judge, prove_trace, trace};
 use crate::r#gen::{Input, Outcome};
 
 /// Prints the case (its spec or given graph, mutation, shim, numerics), the authored graph, the
-/// graph `lower_graph` reads (mutated and fused), the program or the refusal, the outcomes the case
+/// graph `lower_graph` reads (mutated and fused), the program and its proof (`crate::prove`: per
+/// output the lemmas used, or where the normal forms differ) or the refusal, the outcomes the case
 /// allows, and the oracle's judgement with its witness. Exits 1 when the judgement is a failure
 /// or the outcome differs from the file's.
 pub fn explain(a: ExplainArgs) -> Result<ExitCode, CliError> {
@@ -42,6 +43,8 @@ pub fn explain(a: ExplainArgs) -> Result<ExitCode, CliError> {
         Ok(p) => {
             section("program");
             print!("{p}");
+            section("proof");
+            println!("{}", prove_trace(case, t.authored.as_ref(), &t.fused, p));
         }
         Err(e) => {
             section("refused");

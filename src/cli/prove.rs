@@ -17,7 +17,6 @@ pub fn prove_cmd(a: ProveArgs) -> Result<ExitCode, CliError> {
     let mut spec = a.model.source()?.spec()?;
     if let Some(n) = a.layers {
         spec.layers = ModelSpec::every_nth_attention(n, a.interval);
-        spec.name = format!("{} ({n} layers)", spec.name);
     }
     let authored = decode_step(&spec)?;
     let fused = EngineShim::default().prepare(&authored);
