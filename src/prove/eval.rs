@@ -67,7 +67,8 @@ pub struct Env {
 pub struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> f64 {
+    /// The next value of the stream.
+    pub fn next_f64(&mut self) -> f64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -76,8 +77,9 @@ impl Rng {
         (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
     }
 
+    /// The next `n` values of the stream.
     pub fn fill(&mut self, n: usize) -> Vec<f64> {
-        (0..n).map(|_| self.next()).collect()
+        (0..n).map(|_| self.next_f64()).collect()
     }
 }
 
@@ -180,7 +182,7 @@ fn check(ok: bool, what: &str) -> Result<(), String> {
 
 /// Each row of `n` values of `x`, mapped by `f`.
 fn per_row(x: &[f64], n: usize, mut f: impl FnMut(&[f64], &mut [f64])) -> Result<Vec<f64>, String> {
-    check(n > 0 && x.len() % n == 0, "rows")?;
+    check(n > 0 && x.len().is_multiple_of(n), "rows")?;
     let mut out = vec![0.0; x.len()];
     for (r, o) in x.chunks(n).zip(out.chunks_mut(n)) {
         f(r, o);
@@ -465,7 +467,7 @@ fn attend(
     key: &dyn Fn(usize, usize, usize) -> f64,
     value: &dyn Fn(usize, usize, usize) -> f64,
 ) -> Result<Value, String> {
-    check(kv_heads > 0 && heads % kv_heads == 0 && q.len() == heads * kd, "attention")?;
+    check(kv_heads > 0 && heads.is_multiple_of(kv_heads) && q.len() == heads * kd, "attention")?;
     let mut out = vec![0.0; heads * vd];
     for h in 0..heads {
         let m = map.source(h, heads, kv_heads);
@@ -484,7 +486,7 @@ fn attend(
     Ok(Value::vec(out))
 }
 
-fn delta_parts<'a>(args: &'a [Value], hv: usize, hk: usize, dk: usize, dv: usize) -> Result<[&'a [f64]; 6], String> {
+fn delta_parts(args: &[Value], hv: usize, hk: usize, dk: usize, dv: usize) -> Result<[&[f64]; 6], String> {
     let a: Vec<&[f64]> = args.iter().map(|v| v.data()).collect::<Result<_, _>>()?;
     let fits = a.len() == 6
         && a[0].len() == hv * dk * dv
@@ -494,7 +496,7 @@ fn delta_parts<'a>(args: &'a [Value], hv: usize, hk: usize, dk: usize, dv: usize
         && a[4].len() == hv
         && a[5].len() == hv
         && hk > 0
-        && hv % hk == 0;
+        && hv.is_multiple_of(hk);
     check(fits, "delta rule")?;
     Ok([a[0], a[1], a[2], a[3], a[4], a[5]])
 }
