@@ -901,3 +901,46 @@ mod table {
         assert!(!numeric_catches(&fused, &program, &ck).0);
     }
 }
+
+// ---- Roundings sit exactly where the numerics say. ----
+
+/// The tiny preset at `numerics`: the proof's roundings, as `(place, storage, count)`.
+fn roundings(numerics: Numerics) -> Vec<(String, String, usize)> {
+    let (authored, fused, program) = stages("tiny", numerics);
+    let v = prove(&authored, &fused, &program);
+    let ProofVerdict::Proved(p) = &v else { panic!("{numerics}: {v}") };
+    p.roundings.iter().map(|((place, s), n)| (place.name().to_string(), s.to_string(), *n)).collect()
+}
+
+#[test]
+fn roundings_sit_where_the_numerics_say() {
+    let n = |a, k, s| Numerics { activations: a, kv_cache: k, recurrent_state: s };
+    let (f32, bf16, f16) = (Storage::F32, Storage::Bf16, Storage::F16);
+    // At f32 nothing is rounded.
+    assert!(roundings(Numerics::F32).is_empty());
+    // Each place is rounded to its own storage, and only places whose storage is below f32: the
+    // tiny preset has two Gated-DeltaNet layers (a conv window and a delta state each) and two
+    // attention layers (two caches each).
+    let places = |r: &[(String, String, usize)]| -> Vec<(String, String)> {
+        r.iter().map(|(p, s, _)| (p.clone(), s.clone())).collect()
+    };
+    let count = |r: &[(String, String, usize)], place: &str| r.iter().find(|(p, ..)| p == place).map(|x| x.2);
+    let r = roundings(n(bf16, bf16, f32));
+    assert_eq!(
+        places(&r),
+        [("buffer", "bf16"), ("conv window", "bf16"), ("kv cache", "bf16")].map(|(a, b)| (a.into(), b.into()))
+    );
+    assert_eq!((count(&r, "conv window"), count(&r, "kv cache")), (Some(2), Some(4)));
+    let r = roundings(n(f32, f16, bf16));
+    assert_eq!(places(&r), [("kv cache", "f16"), ("delta state", "bf16")].map(|(a, b)| (a.into(), b.into())));
+    assert_eq!(count(&r, "delta state"), Some(2));
+}
+
+#[test]
+fn a_delta_state_rounded_where_the_numerics_keep_f32_is_refuted() {
+    let v = prove_planted_program(Numerics::BF16, |p| {
+        p.states.iter_mut().find(|s| matches!(s.layout, StateLayout::DeltaState { .. })).unwrap().storage =
+            Storage::Bf16
+    });
+    assert!(refuted(&v, "delta state in bf16").contains("rounding of"), "{v}");
+}

@@ -84,6 +84,10 @@ pub struct Proof {
     pub nodes: usize,
     /// The program's commands.
     pub commands: usize,
+    /// The stored places rounded below f32, each checked to sit where `Numerics` say.
+    pub roundings: rounding::Roundings,
+    /// The numerics the roundings were checked against.
+    pub numerics: String,
 }
 
 /// A refutation: the output, the first differing subterms of its two normal forms, and why the
@@ -273,7 +277,14 @@ impl Prover {
             *lemmas.entry(*l).or_default() += 1;
         }
         let commands = program.blocks.iter().map(|b| b.commands.len()).sum();
-        Ok(ProofVerdict::Proved(Proof { outputs: self.outputs, lemmas, nodes: self.dag.len(), commands }))
+        Ok(ProofVerdict::Proved(Proof {
+            outputs: self.outputs,
+            lemmas,
+            nodes: self.dag.len(),
+            commands,
+            roundings: p.roundings,
+            numerics: program.numerics.to_string(),
+        }))
     }
 
     /// The engine's layout of the graph's state term `t`.
@@ -470,7 +481,14 @@ impl fmt::Display for ProofVerdict {
                 for o in &p.outputs {
                     writeln!(f, "  {}: {} ({} nodes){}", o.output, o.stage, o.size, lemma_list(&o.lemmas, " by "))?;
                 }
-                write!(f, "lemmas used:{}", lemma_list(&p.lemmas, " "))
+                write!(f, "lemmas used:{}", lemma_list(&p.lemmas, " "))?;
+                if p.roundings.is_empty() {
+                    write!(f, "\nroundings: none (numerics {}: every place is f32)", p.numerics)
+                } else {
+                    let r: Vec<String> =
+                        p.roundings.iter().map(|((place, s), n)| format!("{n} {} to {s}", place.name())).collect();
+                    write!(f, "\nroundings, each where numerics {} say: {}", p.numerics, r.join(", "))
+                }
             }
             ProofVerdict::Refuted(r) => {
                 write!(f, "refuted: {}, {}: {}", r.stage, r.output, r.why)?;

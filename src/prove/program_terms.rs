@@ -2,8 +2,9 @@
 //! `engine::program` and docs/PROGRAM.md), written here and nowhere else; nothing of
 //! `engine::run` or `engine::lower` is used.
 
-use super::rounding::{Misplaced, Place};
+use super::rounding::{Misplaced, Place, Roundings, storage_name};
 use super::term::{Dag, Id, Real, Sym};
+use crate::engine::numerics::Storage;
 use crate::engine::program::{Buf, Command, Program, StateLayout, StateRef};
 use crate::ir::Act;
 use crate::model::bind::Binding;
@@ -15,6 +16,8 @@ pub struct ProgramTerms {
     pub logits: Id,
     pub states: Vec<Id>,
     pub misplaced: Vec<Misplaced>,
+    /// The places rounded below f32, each where the numerics say (the misplaced ones excluded).
+    pub roundings: Roundings,
 }
 
 /// The delta rule's fixed l2-norm eps (docs/PROGRAM.md, `DeltaRule`).
@@ -26,12 +29,17 @@ pub const DELTA_L2_EPS: f64 = 1e-6;
 pub fn program_terms(dag: &mut Dag, program: &Program, states_in: &[Id]) -> Result<ProgramTerms, String> {
     let mut b = Builder { dag, program, bufs: vec![None; program.buffers.len()], states: states_in.to_vec() };
     let mut misplaced = vec![];
-    for s in &program.states {
-        if let Some(expected) = Place::of_state(&s.layout).storage(&program.numerics)
-            && s.storage != expected
-        {
-            misplaced.push(Misplaced { what: s.name.clone(), found: s.storage, expected });
+    let mut roundings = Roundings::new();
+    let mut place = |what: &str, place: Place, found: Storage| {
+        let Some(expected) = place.storage(&program.numerics) else { return };
+        if found != expected {
+            misplaced.push(Misplaced { what: what.to_string(), found, expected });
+        } else if found != Storage::F32 {
+            *roundings.entry((place, storage_name(found))).or_default() += 1;
         }
+    };
+    for s in &program.states {
+        place(&s.name, Place::of_state(&s.layout), s.storage);
     }
     for (bi, block) in program.blocks.iter().enumerate() {
         for (ci, c) in block.commands.iter().enumerate() {
@@ -40,14 +48,10 @@ pub fn program_terms(dag: &mut Dag, program: &Program, states_in: &[Id]) -> Resu
     }
     for (buf, _) in b.bufs.iter().enumerate().filter(|(_, v)| v.is_some()) {
         let decl = &program.buffers[buf];
-        if let Some(expected) = Place::Buffer.storage(&program.numerics)
-            && decl.storage != expected
-        {
-            misplaced.push(Misplaced { what: decl.name.clone(), found: decl.storage, expected });
-        }
+        place(&decl.name, Place::Buffer, decl.storage);
     }
     let logits = b.get(program.logits)?;
-    Ok(ProgramTerms { logits, states: b.states, misplaced })
+    Ok(ProgramTerms { logits, states: b.states, misplaced, roundings })
 }
 
 struct Builder<'a> {

@@ -11,7 +11,7 @@ use crate::engine::numerics::{Numerics, Storage};
 use crate::engine::program::StateLayout;
 
 /// A place the engine stores a value in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Place {
     Buffer,
     ConvWindow,
@@ -49,4 +49,31 @@ pub struct Misplaced {
     pub what: String,
     pub found: Storage,
     pub expected: Storage,
+}
+
+impl Place {
+    /// The place's name, as proofs print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Place::Buffer => "buffer",
+            Place::ConvWindow => "conv window",
+            Place::KvCache => "kv cache",
+            Place::DeltaState => "delta state",
+            Place::Position => "position",
+        }
+    }
+}
+
+/// The roundings a proof checked: for each place and the storage below f32 it is rounded to (as
+/// the numerics say and the program declares), how many stored values of the program sit there.
+/// Empty at f32 numerics, where nothing is rounded.
+pub type Roundings = std::collections::BTreeMap<(Place, &'static str), usize>;
+
+/// The name of a storage, for [`Roundings`] keys.
+pub fn storage_name(s: Storage) -> &'static str {
+    match s {
+        Storage::F32 => "f32",
+        Storage::Bf16 => "bf16",
+        Storage::F16 => "f16",
+    }
 }
