@@ -28,10 +28,10 @@ fn main() {
         let case = drawn.case.clone();
         let j = judge_drawn(drawn);
         stats.record_at(&j, case.numerics);
-        if matches!(j, Judgement::Agreed { .. } | Judgement::Inconclusive(_)) && case.numerics != Default::default() {
+        if matches!(j, Judgement::Agreed { .. } | Judgement::Inconclusive(..)) && case.numerics != Default::default() {
             reduced_accepted += 1;
         }
-        if let Judgement::Inconclusive(why) = &j {
+        if let Judgement::Inconclusive(why, _) = &j {
             let kind = why.kind();
             let n = inconclusive.entry(kind).or_default();
             *n += 1;

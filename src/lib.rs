@@ -14,5 +14,6 @@ pub mod limits;
 pub mod model;
 #[cfg(test)]
 mod planted;
+pub mod prove;
 pub mod scalar;
 pub mod source;

@@ -62,6 +62,9 @@ pub enum Command {
     /// Explain a case file: its spec, authored and lowered graphs, program or refusal, and verdict.
     #[command(after_help = EXIT_EXPLAIN)]
     Explain(ExplainArgs),
+    /// Prove that a model's program computes what its step graph computes, for every checkpoint
+    /// and every step: per output, the lemmas used, or where the normal forms differ.
+    Prove(ProveArgs),
 }
 
 #[derive(Args, Debug)]
@@ -178,6 +181,21 @@ pub struct LowerArgs {
     /// Print the program as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ProveArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Storage types `act[/kv[/state]]`.
+    #[arg(long, default_value = "f32", value_parser = parse_numerics)]
+    pub numerics: Numerics,
+    /// Give the model this many layers (attention every `--interval`-th), e.g. to time a deep spec.
+    #[arg(long)]
+    pub layers: Option<usize>,
+    /// With `--layers`: every how many layers one is attention.
+    #[arg(long, default_value_t = 4)]
+    pub interval: usize,
 }
 
 #[derive(Args, Debug)]

@@ -5,12 +5,13 @@ use std::process::ExitCode;
 use super::CliError;
 use super::args::ExplainArgs;
 use crate::r#gen::file::CaseFile;
-use crate::r#gen::oracle::{judge, trace};
+use crate::r#gen::oracle::{judge, prove_trace, trace};
 use crate::r#gen::{Input, Outcome};
 use crate::limits::{MAX_CASE_FILE_BYTES, read_text};
 
 /// Prints the case (its spec or given graph, mutation, shim, numerics), the authored graph, the
-/// graph `lower_graph` reads (mutated and fused), the program or the refusal, the outcomes the case
+/// graph `lower_graph` reads (mutated and fused), the program and its proof (`crate::prove`: per
+/// output the lemmas used, or where the normal forms differ) or the refusal, the outcomes the case
 /// allows, and the oracle's judgement with its witness. Exits 1 when the judgement is a failure
 /// or the outcome differs from the file's.
 pub fn explain(a: ExplainArgs) -> Result<ExitCode, CliError> {
@@ -46,6 +47,8 @@ pub fn explain(a: ExplainArgs) -> Result<ExitCode, CliError> {
         Ok(p) => {
             section("program")?;
             out!("{p}");
+            section("proof")?;
+            outln!("{}", prove_trace(case, t.authored.as_ref(), &t.fused, p));
         }
         Err(e) => {
             section("refused")?;

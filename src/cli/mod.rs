@@ -1,4 +1,4 @@
-//! The command line: `graph`, `lower`, `run`, `check`, `verdict`, `corpus` and `explain`.
+//! The command line: `graph`, `lower`, `run`, `check`, `verdict`, `corpus`, `explain` and `prove`.
 //!
 //! What a command answers goes to stdout; progress goes to stderr, as one updating line and only
 //! when stderr is a terminal. A closed stdout (`stepcheck explain CASE | head -3`) ends the command
@@ -39,6 +39,7 @@ mod explain_batch;
 mod graph;
 mod lower;
 mod progress;
+mod prove;
 mod run;
 mod verdict;
 
@@ -58,6 +59,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Command::Verdict(a) => verdict::verdict(a),
         Command::Corpus(a) => corpus::corpus(a),
         Command::Explain(a) => explain::explain(a),
+        Command::Prove(a) => prove::prove_cmd(a),
     };
     match result {
         Ok(code) => code,

@@ -23,6 +23,7 @@ use crate::engine::lower::{LowerError, lower_graph_with};
 use crate::ir::Graph;
 use crate::model::author::decode_step;
 use crate::model::random::random_checkpoint;
+use crate::prove::{ProofOutcome, ProofVerdict, prove};
 
 /// Every stage of a case: the authored graph, the graph `lower_graph` reads, and what it made of it.
 #[derive(Clone, Debug)]
@@ -74,15 +75,30 @@ fn trace_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Res
     Ok(Trace { authored, fused, shim: (input, prepared), lowered })
 }
 
+/// The proof of an accepted case's program ([`crate::prove`]): the program against the graph the
+/// lowering read, and that graph against the graph the shim read: the authored step with a
+/// mutation of the authored stage applied. A mutation after the shim has no authored graph to
+/// answer to, so then (and for a case given as a graph) the shim's stage compares the fused graph
+/// with itself.
+pub fn prove_trace(case: &Case, authored: Option<&Graph>, fused: &Graph, program: &Program) -> ProofVerdict {
+    let before_shim = match (authored, &case.mutation) {
+        (Some(a), Some(m)) if m.stage() == Stage::Authored => m.apply(a),
+        (Some(a), None) => Some(a.clone()),
+        _ => None,
+    };
+    prove(before_shim.as_ref().unwrap_or(fused), fused, program)
+}
+
 /// What the oracle found on a case.
 #[derive(Clone, Debug)]
 pub enum Judgement {
-    /// Accepted, as the case allows, and the interpreters agree.
-    Agreed { verdict: Verdict },
+    /// Accepted, as the case allows, and the interpreters agree; `proof` is the program's proof.
+    Agreed { verdict: Verdict, proof: ProofOutcome },
     /// Refused, as the case allows.
     Refused { error: LowerError },
-    /// Accepted, as the case allows, but the comparison concluded nothing, and why.
-    Inconclusive(Inconclusive),
+    /// Accepted, as the case allows, but the comparison concluded nothing, and why; `ProofOutcome`
+    /// is the program's proof.
+    Inconclusive(Inconclusive, ProofOutcome),
     /// A failure of the gate.
     Failure(Failure),
 }
@@ -96,6 +112,9 @@ pub enum Failure {
     /// The shim made a graph that computes something else than the graph it was given: the
     /// worst witness, and what `lower_graph` then did with the fused graph.
     MisFused { witness: Witness, found: Outcome },
+    /// Accepted, and the proof refutes the program: the output and where its normal forms differ
+    /// definitely ([`crate::prove`]).
+    Refuted { refutation: String, program: String },
     /// An outcome the case does not allow (with the refusal's message when refused).
     WrongOutcome { expected: Expected, found: Outcome, message: String },
     /// The case could not be run: the author refused its spec, its mutation did not apply, or
@@ -139,6 +158,13 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
         Err(error) => return wrong(error.to_string()).unwrap_or(Judgement::Refused { error }),
         Ok(p) => p,
     };
+    let proof = match prove_trace(case, t.authored.as_ref(), &t.fused, &program) {
+        ProofVerdict::Refuted(r) => {
+            let refutation = ProofVerdict::Refuted(r).to_string();
+            return Judgement::Failure(Failure::Refuted { refutation, program: program.to_string() });
+        }
+        v => v.outcome(),
+    };
     let Some(checkpoint) = checkpoint else {
         return Judgement::Failure(Failure::Broken {
             why: "the graph was accepted, but the case names no spec to make its checkpoint from".into(),
@@ -152,9 +178,9 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
         Verdict::Disagree(witness) => Judgement::Failure(Failure::Unsound { witness, program: program.to_string() }),
         Verdict::Inconclusive(why) => {
             let why = Inconclusive { why, numerics: case.numerics };
-            wrong(format!("the program was accepted ({why})")).unwrap_or(Judgement::Inconclusive(why))
+            wrong(format!("the program was accepted ({why})")).unwrap_or(Judgement::Inconclusive(why, proof))
         }
-        v => wrong(format!("the program was accepted ({v})")).unwrap_or(Judgement::Agreed { verdict: v }),
+        v => wrong(format!("the program was accepted ({v})")).unwrap_or(Judgement::Agreed { verdict: v, proof }),
     }
 }
 
@@ -191,9 +217,9 @@ impl Judgement {
     /// What `lower_graph` did, when it ran.
     pub fn outcome(&self) -> Option<Outcome> {
         match self {
-            Judgement::Agreed { .. } | Judgement::Inconclusive(_) => Some(Outcome::Accepted),
+            Judgement::Agreed { .. } | Judgement::Inconclusive(..) => Some(Outcome::Accepted),
             Judgement::Refused { error } => Some(Outcome::refused(error)),
-            Judgement::Failure(Failure::Unsound { .. }) => Some(Outcome::Accepted),
+            Judgement::Failure(Failure::Unsound { .. } | Failure::Refuted { .. }) => Some(Outcome::Accepted),
             Judgement::Failure(Failure::MisFused { found, .. }) => Some(found.clone()),
             Judgement::Failure(Failure::WrongOutcome { found, .. }) => Some(found.clone()),
             Judgement::Failure(Failure::Broken { .. }) => None,
@@ -205,13 +231,14 @@ impl Judgement {
     pub fn outcome_line(&self) -> String {
         match self {
             Judgement::Agreed { .. } => "accepted".into(),
-            Judgement::Inconclusive(why) => format!("accepted, but {why}"),
+            Judgement::Inconclusive(why, _) => format!("accepted, but {why}"),
             Judgement::Failure(Failure::Unsound { witness, .. }) => {
                 format!("accepted, but {}", Verdict::Disagree(witness.clone()))
             }
             Judgement::Failure(Failure::MisFused { witness, found }) => {
                 format!("{found}, but {}", Verdict::Disagree(witness.clone()))
             }
+            Judgement::Failure(Failure::Refuted { refutation, .. }) => format!("accepted, but {refutation}"),
             Judgement::Failure(Failure::Broken { why }) => format!("broken: {why}"),
             _ => self.outcome().map(|o| o.to_string()).unwrap_or_default(),
         }
@@ -221,9 +248,9 @@ impl Judgement {
 impl fmt::Display for Judgement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Judgement::Agreed { verdict } => write!(f, "accepted: {verdict}"),
+            Judgement::Agreed { verdict, proof } => write!(f, "accepted: {verdict}; proof: {proof}"),
             Judgement::Refused { error } => write!(f, "{}: {error}", Outcome::refused(error)),
-            Judgement::Inconclusive(why) => write!(f, "accepted: {why}"),
+            Judgement::Inconclusive(why, _) => write!(f, "accepted: {why}"),
             Judgement::Failure(Failure::Unsound { witness, program }) => write!(
                 f,
                 "SOUNDNESS FAILURE: the program was accepted and computes something else than its graph: {}\n{program}",
@@ -234,6 +261,9 @@ impl fmt::Display for Judgement {
                 "SHIM FAILURE: the fused graph computes something else than the graph the shim was given ({found}): {}",
                 Verdict::Disagree(witness.clone())
             ),
+            Judgement::Failure(Failure::Refuted { refutation, program }) => {
+                write!(f, "SOUNDNESS FAILURE: the program was accepted and its proof is {refutation}\n{program}")
+            }
             Judgement::Failure(Failure::WrongOutcome { expected, found, message }) => {
                 write!(f, "WRONG OUTCOME: expected {expected}, found {found}: {message}")
             }

@@ -1,0 +1,88 @@
+//! The lemmas: the finite, named set of equalities the prover may use, each a rewrite to a
+//! canonical form that the term builder applies when it builds a node.
+//!
+//! Each lemma is an equality of real-valued tensor functions, stated here in words and tested by a
+//! property test that evaluates both sides on random tensors of random shapes
+//! (`tests/prove.rs`, with [`super::eval`]). Nothing else is assumed of the symbols: two terms are
+//! equal when they normalise to the same node.
+
+use std::fmt;
+
+/// A named lemma of the prover.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Lemma {
+    /// `rows(s..e, W·x) = W[rows s..e]·x`: rows of a matvec are the matvec of the rows.
+    RowsOfMatVec,
+    /// `head_half(d, h, W·x) = W[head_half d h]·x`: one half of each head of a matvec is the matvec
+    /// of those rows.
+    HeadHalfOfMatVec,
+    /// `slice(s..e, concat(a₁, …, aₙ)) = aᵢ` when `s..e` is exactly the range of `aᵢ`.
+    SliceOfConcat,
+    /// `slice(0..n, x) = x` for `x` of last axis `n`.
+    WholeSlice,
+    /// `concat(…, W[rows a..b]·x, W[rows b..c]·x, …) = concat(…, W[rows a..c]·x, …)`, and a concat
+    /// of one operand is that operand: adjacent row ranges of one matvec merge.
+    ConcatOfRows,
+    /// `a + b = b + a`: operands are put in a canonical order.
+    AddCommutes,
+    /// `a ⊙ b = b ⊙ a` (same shapes): operands are put in a canonical order.
+    MulCommutes,
+    /// `append_col(drop_first_col(X), x) = conv_shift(X, x)`: the engine's window of `K−1`
+    /// columns with the current input appended is the graph's shifted `[C, K]` window.
+    ConvWindow,
+    /// `delta_rule_vk(transpose(S), q, k, v, g, β) = (transpose(S'), o)` where
+    /// `(S', o) = delta_rule(S, q, k, v, g, β)` with the tiled head map: the engine's `[dv][dk]`
+    /// delta rule is the graph's `[dk][dv]` one in the transposed orientation.
+    DeltaOrientation,
+    /// `kv_write(prealloc(C), pos, x) = prealloc(kv_append(C, x))` for a cache `C` holding `pos`
+    /// positions (a cache as it enters the step: the correspondence's fill invariant).
+    KvAppendAtFill,
+    /// `attend_prefix(q, prealloc(K), prealloc(V), pos) = attention(q, K, V)` with the grouped head
+    /// map, for caches holding `pos + 1` positions (a cache as it enters the step, appended once).
+    AttendFilledPrefix,
+    /// A head map whose source heads are one, or as many as the heads, is both the grouped and the
+    /// tiled map: it is written as grouped.
+    TrivialHeadMap,
+}
+
+impl Lemma {
+    /// Every lemma, in the order the docs list them.
+    pub const ALL: [Lemma; 12] = [
+        Lemma::RowsOfMatVec,
+        Lemma::HeadHalfOfMatVec,
+        Lemma::SliceOfConcat,
+        Lemma::WholeSlice,
+        Lemma::ConcatOfRows,
+        Lemma::AddCommutes,
+        Lemma::MulCommutes,
+        Lemma::ConvWindow,
+        Lemma::DeltaOrientation,
+        Lemma::KvAppendAtFill,
+        Lemma::AttendFilledPrefix,
+        Lemma::TrivialHeadMap,
+    ];
+
+    /// The lemma's name, as proofs print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Lemma::RowsOfMatVec => "rows-of-matvec",
+            Lemma::HeadHalfOfMatVec => "head-half-of-matvec",
+            Lemma::SliceOfConcat => "slice-of-concat",
+            Lemma::WholeSlice => "whole-slice",
+            Lemma::ConcatOfRows => "concat-of-rows",
+            Lemma::AddCommutes => "add-commutes",
+            Lemma::MulCommutes => "mul-commutes",
+            Lemma::ConvWindow => "conv-window",
+            Lemma::DeltaOrientation => "delta-orientation",
+            Lemma::KvAppendAtFill => "kv-append-at-fill",
+            Lemma::AttendFilledPrefix => "attend-filled-prefix",
+            Lemma::TrivialHeadMap => "trivial-head-map",
+        }
+    }
+}
+
+impl fmt::Display for Lemma {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
