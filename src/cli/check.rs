@@ -17,6 +17,7 @@ use super::CliError;
 use super::args::CheckArgs;
 use super::progress::Progress;
 use crate::check::{Verdict, compare};
+use crate::prove::{ProofVerdict, prove};
 use crate::engine::{lower::lower_graph, shim::EngineShim};
 use crate::limits::{Budget, Need};
 use crate::model::{author::decode_step, presets};
@@ -33,6 +34,9 @@ struct Row {
     refusal: Option<String>,
     /// The program's command count, once lowered.
     commands: Option<usize>,
+    /// The proof of the program (`crate::prove`), once lowered: `proved`, `refuted` or
+    /// `inconclusive`. A row whose proof is not `proved` asks for exit status 1.
+    proof: Option<&'static str>,
     /// For `agree`: the largest absolute difference between the interpreters.
     max_abs: Option<f64>,
     /// For `agree`: the largest difference relative to its tensor's scale.
@@ -58,6 +62,7 @@ const COLUMNS: &[Column] = &[
         None => r.verdict.to_string(),
     }),
     ("commands", 8, |r| r.commands.map_or("-".into(), |c| c.to_string())),
+    ("proof", 12, |r| r.proof.unwrap_or("-").to_string()),
     ("max abs", 9, |r| r.max_abs.map_or("-".into(), |x| format!("{x:.2e}"))),
     ("max rel", 9, |r| r.max_rel.map_or("-".into(), |x| format!("{x:.2e}"))),
     ("tol", 8, |r| r.tolerance.map_or("-".into(), |x| format!("{x:.1e}"))),
@@ -74,6 +79,9 @@ The structure is judged first: the engine's units in f64 against the reference, 
   each tensor's scale, max(1, max |reference|), with no excuse; then the numerics, the figures shown:
 max abs: the largest |engine - its f64 shadow| over the logits of every step and the state carried
   after the last one. max rel: that difference divided by its tensor's scale.
+proof: the program proved to compute what the authored step computes, for every checkpoint and
+  every step (`proved`), `refuted` with where the two differ, or `inconclusive`; `stepcheck prove`
+  prints it in full. A proof that is not `proved` fails the check (exit 1).
 tol: the largest max rel that agrees: 4 times what f32 rounding at every operation moves the exact
   run by, and at least 1e-4 (docs/SOUNDNESS.md, the oracle).";
 
@@ -120,14 +128,16 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
         rows.push(row);
     }
     let count = |v: &str| rows.iter().filter(|r| r.verdict == v).count();
+    let proved = rows.iter().filter(|r| r.proof == Some("proved")).count();
     let summary = format!(
-        "{} models: {} agree, {} disagree, {} inconclusive, {} refused, {} skipped",
+        "{} models: {} agree, {} disagree, {} inconclusive, {} refused, {} skipped; {} proved",
         rows.len(),
         count("agree"),
         count("disagree"),
         count("inconclusive"),
         count("refused"),
-        count("skipped")
+        count("skipped"),
+        proved
     );
     let exit = rows.iter().map(|r| r.exit).max().unwrap_or(0);
     if a.json {
@@ -140,6 +150,7 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
                 "inconclusive": count("inconclusive"),
                 "refused": count("refused"),
                 "skipped": count("skipped"),
+                "proved": proved,
                 "exit": exit,
             },
         });
@@ -183,18 +194,47 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
         Err(e) => return refused(e.name(), e.to_string(), 2),
     };
     p.show(&format!("{label}: lowering"));
-    let graph = match decode_step(&spec) {
-        Ok(g) => EngineShim::default().prepare(&g),
+    let authored = match decode_step(&spec) {
+        Ok(g) => g,
         Err(e) => return refused("Author", e.to_string(), 2),
     };
+    let graph = EngineShim::default().prepare(&authored);
     let program = match lower_graph(&graph, a.numerics) {
         Ok(p) => p,
         Err(e) => return refused(e.name(), e.to_string(), 1),
     };
     let commands = Some(program.blocks.iter().map(|b| b.commands.len()).sum());
+    p.show(&format!("{label}: proving"));
+    let proof = prove(&authored, &graph, &program);
+    let (proof_word, proof_exit) = (Some(proof.word()), u8::from(!proof.is_proved()));
+    let row = compared(a, label, &graph, &program, &ckpt, &spec, commands, p);
+    Row {
+        proof: proof_word,
+        exit: row.exit.max(proof_exit),
+        detail: match &proof {
+            ProofVerdict::Proved(_) => row.detail,
+            unproved if row.detail.is_empty() => unproved.to_string(),
+            unproved => format!("{}\n{unproved}", row.detail),
+        },
+        ..row
+    }
+}
+
+/// The interpreters' half of a row: both run over `a.steps` tokens and compared.
+#[allow(clippy::too_many_arguments)]
+fn compared(
+    a: &CheckArgs,
+    label: String,
+    graph: &crate::ir::Graph,
+    program: &crate::engine::Program,
+    ckpt: &crate::model::Checkpoint,
+    spec: &crate::model::ModelSpec,
+    commands: Option<usize>,
+    p: &Progress,
+) -> Row {
     let tokens: Vec<u32> = (0..a.steps).map(|i| ((i * 7919 + 11) % spec.vocab.max(1)) as u32).collect();
     p.show(&format!("{label}: comparing {} steps", tokens.len()));
-    let verdict = match compare(&graph, &program, &ckpt, &tokens) {
+    let verdict = match compare(graph, program, ckpt, &tokens) {
         Ok(v) => v,
         Err(e) => return Row { commands, ..refused("Check", e.to_string(), 2) },
     };
