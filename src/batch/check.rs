@@ -137,10 +137,7 @@ fn batch_tolerance(pool: &BatchProgram) -> Result<f64, CheckError> {
     if pool.program.numerics == Numerics::F32 {
         Ok(tolerance(0.0))
     } else {
-        Err(CheckError::NotJudged(format!(
-            "the batched check judges f32 numerics only, not {}",
-            pool.program.numerics
-        )))
+        Err(CheckError::NotJudged(format!("the batched check judges f32 numerics only, not {}", pool.program.numerics)))
     }
 }
 

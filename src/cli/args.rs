@@ -277,9 +277,7 @@ pub fn check_sizes(cli: &Cli) -> Result<(), MemoryError> {
     };
     match &cli.command {
         Command::Run(a) => a.model.preset.as_deref().map_or(Ok(()), |p| fits(p, a.tokens.0.len(), 1, a.max_gib)),
-        Command::Check(a) => {
-            a.preset.iter().try_for_each(|p| fits(p, a.steps, 1, a.max_gib))
-        }
+        Command::Check(a) => a.preset.iter().try_for_each(|p| fits(p, a.steps, 1, a.max_gib)),
         _ => Ok(()),
     }
 }
