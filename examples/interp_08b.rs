@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use stepcheck::ir::interp::Runner;
+use stepcheck::interp::Runner;
 use stepcheck::model::{author::decode_step, presets, random::random_checkpoint};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

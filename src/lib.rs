@@ -9,6 +9,7 @@ pub mod engine;
 pub mod formats;
 pub mod fuse;
 pub mod r#gen;
+pub mod interp;
 pub mod ir;
 pub mod limits;
 pub mod model;

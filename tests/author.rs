@@ -138,7 +138,7 @@ fn with_constructs() -> Vec<(&'static str, stepcheck::model::ModelSpec)> {
 
 #[test]
 fn every_construct_authors_a_graph_the_interpreter_runs_on_its_layout() {
-    use stepcheck::ir::interp::Runner;
+    use stepcheck::interp::Runner;
     for (what, spec) in with_constructs() {
         let g = decode_step(&spec).unwrap_or_else(|e| panic!("{what}: {e}"));
         let ckpt = random_checkpoint(&spec, 3);

@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use stepcheck::check::{Verdict, compare};
 use stepcheck::engine::{EngineRunner, Numerics, lower::lower_graph, shim::EngineShim};
 use stepcheck::formats::gguf::{Array, Gguf, Value};
-use stepcheck::ir::interp::Runner;
+use stepcheck::interp::Runner;
 use stepcheck::model::author::decode_step;
 use stepcheck::model::gguf::{LoadError, MAX_SIZE, MtpBlocks, read_gguf};
 use stepcheck::model::spec::Mixer;

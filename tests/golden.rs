@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use stepcheck::ir::interp::Runner;
+use stepcheck::interp::Runner;
 use stepcheck::model::{Checkpoint, ModelSpec, author::decode_step, gguf::load_gguf, hf::load_hf_folder};
 
 /// The tolerance the issue sets: absolute, per logit, at every step (transformers computes in f32,

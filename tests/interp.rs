@@ -2,7 +2,7 @@
 //! with closed forms, one per rule; the state it carries between steps; and malformed input refused
 //! with a typed error, never a panic.
 
-use stepcheck::ir::interp::{InterpError, Runner, StateSnapshot};
+use stepcheck::interp::{InterpError, Runner, StateSnapshot};
 use stepcheck::ir::{Act, Fused, GraphBuilder, HeadMap, OpKind, RopeStyle, StateKind, TensorId, Ty};
 use stepcheck::model::bind::{BindError, Binding, View};
 use stepcheck::model::{Checkpoint, Tensor, author::decode_step, presets, random::random_checkpoint};

@@ -7,7 +7,7 @@
 use stepcheck::engine::lower::{LowerError, Site, lower_graph, refusals_in_order};
 use stepcheck::engine::program::BlockKind::{self, *};
 use stepcheck::engine::{Numerics, Program, shim::EngineShim};
-use stepcheck::ir::interp::Runner;
+use stepcheck::interp::Runner;
 use stepcheck::ir::{Act, Fused, Graph, Op, OpKind, RopeStyle, StateKind, TensorDecl, TensorId, Ty, parse_graph};
 use stepcheck::model::bind::Binding;
 use stepcheck::model::spec::{Ffn, ModelSpec, PostNorm};

@@ -16,7 +16,7 @@ use std::process::Command;
 use stepcheck::check::{Verdict, compare};
 use stepcheck::engine::{EngineRunner, Numerics, lower::lower_graph, shim::EngineShim};
 use stepcheck::formats::gguf::GgufFile;
-use stepcheck::ir::interp::Runner;
+use stepcheck::interp::Runner;
 use stepcheck::model::{author::decode_step, gguf::load_gguf};
 
 /// The tolerance the issue sets: absolute, per logit, at every step (transformers computes in f32;

@@ -17,8 +17,8 @@ use super::schedule::{Schedule, Seq};
 use super::{BatchError, BatchProgram};
 use crate::check::{CheckError, mapped, tolerance};
 use crate::engine::numerics::Numerics;
+use crate::interp::{Runner, StateSnapshot};
 use crate::ir::Graph;
-use crate::ir::interp::{Runner, StateSnapshot};
 use crate::model::Checkpoint;
 
 /// What the batched check found.

@@ -1,6 +1,6 @@
 //! The check: both interpreters on one checkpoint and one token sequence, compared step by step.
 //!
-//! The reference (`ir::interp`) runs the graph `lower_graph` read; the engine interpreter
+//! The reference (`crate::interp`) runs the graph `lower_graph` read; the engine interpreter
 //! (`engine::run`) runs the program it wrote. The logits of every step are compared, then the state
 //! carried after the last step. Two comparisons, each judging its worst value
 //! ([`tolerance`](self::tolerance) has the reasoning):
@@ -22,8 +22,8 @@ pub use verdict::{Stage, Unjudged, Verdict, Witness};
 use crate::engine::numerics::Numerics;
 use crate::engine::program::Program;
 use crate::engine::run::{EngineRunner, Noisy, Real, Rounding, RunError, Shadowed, StateValue};
+use crate::interp::{InterpError, Runner, StateSnapshot};
 use crate::ir::Graph;
-use crate::ir::interp::{InterpError, Runner, StateSnapshot};
 use crate::model::Checkpoint;
 
 /// The fewest steps a verdict is given on. At one step every state is read at its zero initial

@@ -100,7 +100,7 @@ pub struct ExplainArgs {
 /// Which interpreter runs a model.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Interp {
-    /// `ir::interp`: the step graph, in f64.
+    /// `crate::interp`: the step graph, in f64.
     Reference,
     /// `engine::run`: the engine's program, at the numerics.
     Engine,

@@ -11,7 +11,7 @@ use super::CliError;
 use super::args::{Interp, RunArgs};
 use super::progress::Progress;
 use crate::engine::{EngineRunner, lower::lower_graph, shim::EngineShim};
-use crate::ir::interp::Runner;
+use crate::interp::Runner;
 use crate::limits::{Budget, Need};
 use crate::model::author::decode_step;
 use crate::model::gguf::gguf_model;

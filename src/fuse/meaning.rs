@@ -1,6 +1,6 @@
 //! What each fused symbol means: a composition of primitive ops over the symbol's operands.
 //!
-//! This is the one definition of a fused symbol's meaning. `ir::interp` runs a fused op by running
+//! This is the one definition of a fused symbol's meaning. `crate::interp` runs a fused op by running
 //! its meaning; the fusion patterns rewrite exactly these compositions into the symbol.
 
 use crate::ir::{Act, Fused, OpKind};

@@ -1,8 +1,8 @@
 //! The step graph: one decode step of a model, as tensors, constants, state and ops.
 
+use super::binding::Binding;
 use super::op::{Op, OpKind, TensorId};
 use super::ty::Ty;
-use crate::model::bind::Binding;
 
 /// One decode step: the token it reads, the constants it reads (each bound to a checkpoint tensor
 /// and a view), the state it reads at the start of the step and writes at the end, and its ops in

@@ -8,11 +8,11 @@
 
 use std::collections::HashMap;
 
+use super::binding::{Binding, View};
 use super::graph::{Const, Graph, State, StateKind, TensorDecl};
 use super::op::{Act, Fused as F, HeadMap, Op, OpKind, RopeStyle, TensorId};
 use super::text::{is_bare, listed_name};
 use super::ty::Ty;
-use crate::model::bind::{Binding, View};
 
 /// Why a listing is not the text form of a graph. Lines and columns count from 1; a column counts
 /// characters.

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use ndarray::{Array3, ArrayD, ArrayViewD, IxDyn};
 
 use crate::ir::Ty;
-use crate::model::bind::View;
+use crate::ir::View;
 
 /// Why an op could not run on the values it was given.
 #[derive(Clone, Debug, PartialEq)]
