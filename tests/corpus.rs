@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use stepcheck::r#gen::file::{CaseFile, PLACEHOLDER};
+use stepcheck::r#gen::file::{CaseFile, PLACEHOLDER, outcome_kind};
 use stepcheck::r#gen::oracle::judge;
 
 /// Every case file, with its name and text.
@@ -26,19 +26,6 @@ fn corpus() -> Vec<(String, String)> {
     files
 }
 
-/// What of an outcome line a case must keep: all of a refusal or of `accepted`; of `…, but
-/// VERDICT: details` the part before the details (the verdict's kind and reason, with the numerics,
-/// or the witness's stage, step and place), never the figures after it.
-fn kind(line: &str) -> &str {
-    match line.split_once(", but ") {
-        Some((_, verdict)) => {
-            let end = verdict.find(": ").map_or(line.len(), |i| line.len() - verdict.len() + i);
-            &line[..end]
-        }
-        None => line,
-    }
-}
-
 #[test]
 fn an_outcome_is_compared_by_its_kind_and_reason() {
     // (line, what must be kept)
@@ -55,7 +42,7 @@ fn an_outcome_is_compared_by_its_kind_and_reason() {
         ),
     ];
     for (line, want) in cases {
-        assert_eq!(kind(line), want);
+        assert_eq!(outcome_kind(line), want);
     }
 }
 
@@ -79,7 +66,7 @@ fn every_case_has_the_outcome_it_states() {
         let file = read(&name, &text);
         let j = judge(&file.case);
         let stated = file.outcome.clone().unwrap_or_default();
-        if kind(&j.outcome_line()) != kind(&stated) || j.is_failure() {
+        if outcome_kind(&j.outcome_line()) != outcome_kind(&stated) || j.is_failure() {
             wrong.push(format!("{name}\n  stated  {stated}\n  now     {j}"));
         }
     }

@@ -102,6 +102,10 @@ pub fn compare(
             if w.relative <= bound {
                 return Ok(Verdict::Inconclusive(Unjudged::RoundingFlips { witness: w, bound }));
             }
+        } else {
+            // All f32: nothing is stored below it, and the exact run of the same units matched the
+            // reference, so the gap is f32 rounding beyond its model (`Unjudged::F32BeyondModel`).
+            return Ok(Verdict::Inconclusive(Unjudged::F32BeyondModel { witness: w }));
         }
         return Ok(Verdict::Disagree(w));
     }

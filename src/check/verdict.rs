@@ -67,6 +67,14 @@ pub enum Unjudged {
     /// storage: `bound`, relative to the scale). An engine that rounds to the wrong type is off
     /// by more at its first store.
     RoundingFlips { witness: Witness, bound: f64 },
+    /// The structure agrees within [`super::EXACT`], the numerics are all f32 (nothing is stored
+    /// below it), and the engine is off its f64 shadow by more than the f32-arithmetic model
+    /// measured. The engine runs the same unit code over f32 as over the f64 that matched the
+    /// reference exactly, so the gap is f32 rounding on an ill-conditioned graph that the model's one
+    /// sign pattern of 2⁻²⁴ moves underestimated, not a different computation. It would stand for a
+    /// wrong value only in code the engine runs over f32 alone, of which it has none (an f32-only
+    /// kernel must be property-tested against the generic path before this reason may stay).
+    F32BeyondModel { witness: Witness },
 }
 
 impl Verdict {
@@ -91,12 +99,13 @@ impl Stage {
 
 impl Unjudged {
     /// The reason's kind, stable for counting and for corpus files: `non-finite`,
-    /// `rounding-dominates`, `rounding-flips`.
+    /// `rounding-dominates`, `rounding-flips`, `f32-beyond-model`.
     pub fn kind(&self) -> &'static str {
         match self {
             Unjudged::NonFinite { .. } => "non-finite",
             Unjudged::RoundingDominates { .. } => "rounding-dominates",
             Unjudged::RoundingFlips { .. } => "rounding-flips",
+            Unjudged::F32BeyondModel { .. } => "f32-beyond-model",
         }
     }
 }
@@ -145,6 +154,19 @@ impl fmt::Display for Unjudged {
                 "the structure agrees; at reduced storage the engine is {:.2e} of the scale off its shadow at step {} \
                  in {}[{}] (reference {} engine {}), beyond f32 arithmetic ({:.2e}) but within what rounding flips do \
                  ({bound:.2e})",
+                witness.relative,
+                witness.step,
+                witness.tensor,
+                witness.index,
+                witness.reference,
+                witness.engine,
+                witness.tolerance
+            ),
+            Unjudged::F32BeyondModel { witness } => write!(
+                f,
+                "the structure agrees exactly; at f32 the engine is {:.2e} of the scale off its f64 shadow at step {} \
+                 in {}[{}] (reference {} engine {}), beyond the f32-arithmetic model's {:.2e}: f32 rounding on an \
+                 ill-conditioned graph, in the same unit code",
                 witness.relative,
                 witness.step,
                 witness.tensor,

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use super::CliError;
 use super::args::{CorpusArgs, CorpusCommand};
 use crate::r#gen::Case;
-use crate::r#gen::file::{CaseFile, PLACEHOLDER};
+use crate::r#gen::file::{CaseFile, PLACEHOLDER, outcome_kind};
 use crate::r#gen::oracle::judge;
 use crate::limits::{MAX_CASE_FILE_BYTES, read_text};
 
@@ -76,7 +76,11 @@ fn review(dir: &Path) -> Result<ExitCode, CliError> {
                 Ok(file) => {
                     let j = judge(&file.case);
                     let mut now = j.outcome_line();
-                    if j.is_failure() && file.outcome.as_deref() == Some(now.as_str()) {
+                    let same = file.outcome.as_deref().map(outcome_kind) == Some(outcome_kind(&now));
+                    if same && !j.is_failure() {
+                        // A case keeps its outcome's kind and reason, not the figures after them.
+                        now = file.outcome.clone().unwrap_or_default();
+                    } else if j.is_failure() && same {
                         now = format!("{now} ({})", j.to_string().lines().next().unwrap_or_default());
                     }
                     (file.outcome.unwrap_or_else(|| "(no outcome line)".into()), now)

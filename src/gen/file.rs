@@ -199,3 +199,16 @@ impl fmt::Display for CaseFile {
         Ok(())
     }
 }
+
+/// What of an outcome line a case must keep: all of a refusal or of `accepted`; of `…, but
+/// VERDICT: details` the part before the details (the verdict's kind and reason, with the numerics,
+/// or the witness's stage, step and place), never the figures after it.
+pub fn outcome_kind(line: &str) -> &str {
+    match line.split_once(", but ") {
+        Some((_, verdict)) => {
+            let end = verdict.find(": ").map_or(line.len(), |i| line.len() - verdict.len() + i);
+            &line[..end]
+        }
+        None => line,
+    }
+}
