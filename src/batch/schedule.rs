@@ -191,11 +191,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_text_form_reads_back() {
+    fn the_text_form_reads_back() -> Result<(), ScheduleParseError> {
         let text = "admit s0 @0\ndecode s0=5 s1=7\nfork s0 -> s2 @1\nrollback s2 1\nfinish s0\n";
-        let s: Schedule = text.parse().unwrap();
+        let s: Schedule = text.parse()?;
         assert_eq!(s.to_string(), text);
         assert_eq!(s.steps(), 1);
+        Ok(())
     }
 
     #[test]

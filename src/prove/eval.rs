@@ -1,7 +1,7 @@
 //! A small evaluator of the term language, in f64 with plain loops: what each symbol means, for
 //! the lemmas' property tests and for numeric witnesses of a refutation.
 //!
-//! It is the prover's own code: it shares nothing with `crate::interp` or `engine::run` but the
+//! It is the prover's own code: it shares nothing with either interpreter but the
 //! layout maps of [`super::layout`], which it evaluates the layout symbols by. GELU's `erf` is
 //! Abramowitz–Stegun 7.1.26 (error below 1.5·10⁻⁷): both sides of a comparison use the same one.
 

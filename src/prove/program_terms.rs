@@ -1,6 +1,6 @@
 //! A program as terms: each Command by its documented meaning (its doc comment in
-//! `engine::program` and docs/PROGRAM.md), written here and nowhere else; nothing of
-//! `engine::run` or `engine::lower` is used.
+//! `engine::program` and docs/PROGRAM.md), written here and nowhere else; nothing of the engine
+//! interpreter or of the lowering is used.
 
 use super::rounding::{Misplaced, Place, Roundings, storage_name};
 use super::term::{Dag, Id, Real, Sym};
