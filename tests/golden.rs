@@ -6,6 +6,9 @@ use std::path::PathBuf;
 use stepcheck::interp::Runner;
 use stepcheck::model::{Checkpoint, ModelSpec, author::decode_step, gguf::load_gguf, hf::load_hf_folder};
 
+mod common;
+use common::{Golden, read_golden};
+
 /// The tolerance the issue sets: absolute, per logit, at every step (transformers computes in f32,
 /// the interpreter in f64; the numpy reference of the facts file sees ≈ 3e-6).
 const TOLERANCE: f64 = 1e-4;
@@ -14,22 +17,8 @@ fn dir(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("reference/fixtures").join(name)
 }
 
-struct Golden {
-    tokens: Vec<u32>,
-    logits: Vec<Vec<f64>>,
-}
-
 fn golden(name: &str) -> Golden {
-    let text = std::fs::read_to_string(dir(name).join("golden.json")).expect("golden.json");
-    let v: serde_json::Value = serde_json::from_str(&text).expect("golden json");
-    let tokens = v["tokens"].as_array().expect("tokens").iter().map(|t| t.as_u64().expect("token") as u32).collect();
-    let logits = v["logits"]
-        .as_array()
-        .expect("logits")
-        .iter()
-        .map(|row| row.as_array().expect("row").iter().map(|x| x.as_f64().expect("logit")).collect())
-        .collect();
-    Golden { tokens, logits }
+    read_golden(&dir(name).join("golden.json"))
 }
 
 /// The largest |difference| from the golden logits over every step.

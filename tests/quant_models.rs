@@ -19,6 +19,9 @@ use stepcheck::formats::gguf::GgufFile;
 use stepcheck::interp::Runner;
 use stepcheck::model::{author::decode_step, gguf::load_gguf};
 
+mod common;
+use common::{Golden, read_golden};
+
 /// The tolerance the issue sets: absolute, per logit, at every step (transformers computes in f32;
 /// the reference interpreter in f64, the engine in f32 with its own order of sums).
 const TOLERANCE: f64 = 1e-4;
@@ -40,23 +43,8 @@ fn model(file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("reference/fixtures/quant-models").join(file).join("model.gguf")
 }
 
-struct Golden {
-    tokens: Vec<u32>,
-    logits: Vec<Vec<f64>>,
-}
-
 fn golden(file: &str) -> Golden {
-    let path = model(file).with_file_name("golden.json");
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("golden.json")).expect("golden json");
-    let tokens = v["tokens"].as_array().expect("tokens").iter().map(|t| t.as_u64().expect("token") as u32).collect();
-    let logits = v["logits"]
-        .as_array()
-        .expect("logits")
-        .iter()
-        .map(|row| row.as_array().expect("row").iter().map(|x| x.as_f64().expect("logit")).collect())
-        .collect();
-    Golden { tokens, logits }
+    read_golden(&model(file).with_file_name("golden.json"))
 }
 
 /// The largest |difference| of `steps` (one row of logits per token) from the golden logits.
