@@ -13,6 +13,7 @@
 
 pub mod bench;
 mod error;
+pub mod kernels;
 pub mod matvec;
 mod plan;
 mod real;
