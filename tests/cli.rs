@@ -60,3 +60,18 @@ fn a_bad_model_path_is_an_error_not_a_panic() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).starts_with("error:"));
 }
+
+#[test]
+fn random_checkpoints_in_a_quantized_type_run_and_check() {
+    for weights in ["q8_0", "q4_k", "bf16"] {
+        let o = stepcheck(&["check", "--preset", "small", "--weights", weights, "--steps", "2"]);
+        assert!(o.status.success(), "{weights}: {}{}", stdout(&o), String::from_utf8_lossy(&o.stderr));
+        let row = stdout(&o).lines().nth(1).unwrap_or_default().to_string();
+        assert_eq!(row.split_whitespace().nth(1), Some("agree"), "{weights}: {row}");
+        let o = stepcheck(&["run", "--preset", "small", "--weights", weights, "--tokens", "1,2"]);
+        assert!(o.status.success(), "{weights}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = stepcheck(&["check", "--preset", "tiny", "--weights", "q8_1"]);
+    assert_eq!(o.status.code(), Some(2), "an unknown type is a bad flag");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("q8_0"), "the error lists the types");
+}

@@ -142,3 +142,25 @@ fn stepcheck_run_and_check_take_every_file() {
         assert!(models.len() == 1 && models[0]["verdict"] == "agree", "{file}: {out}");
     }
 }
+
+#[test]
+fn a_bf16_file_is_read_in_place_with_no_f32_copy() {
+    let path = model("bf16");
+    let (_, ckpt) = load_gguf(&path).expect("loads");
+    let file = GgufFile::open(&path).expect("opens");
+    assert_eq!(ckpt.owned_bytes(), 0, "every tensor is borrowed from the mapped file");
+    let mut stored = 0;
+    for (name, t) in &ckpt.tensors {
+        let info = file.info().tensor(name).expect("in the file");
+        assert!(t.is_mapped(), "{name}");
+        assert_eq!(t.ty(), info.ggml_type, "{name}: kept in its stored type");
+        assert_eq!(Some(t.bytes().len() as u64), info.n_bytes, "{name}");
+        stored += t.bytes().len();
+    }
+    // The matrices are BF16: the checkpoint takes their two bytes per value, not f32's four.
+    let bf16_values: usize = ckpt.tensors.values().filter(|t| t.ty().name() == Some("BF16")).map(|t| t.numel()).sum();
+    assert!(bf16_values > ckpt.numel() / 2, "most values are BF16");
+    assert_eq!(ckpt.bytes(), stored);
+    assert!(ckpt.bytes() < ckpt.numel() * 4 * 6 / 10, "{} bytes for {} values", ckpt.bytes(), ckpt.numel());
+    assert!((ckpt.bytes() as u64) <= file.info().file_len);
+}

@@ -282,6 +282,24 @@ mod tests {
     }
 
     #[test]
+    fn a_checkpoint_written_to_a_file_reads_back_in_place_as_the_one_held_in_memory() {
+        let spec = preset("small").expect("small");
+        let prefix = format!("stepcheck-random-{}-", std::process::id());
+        let made = || {
+            let files = std::fs::read_dir(std::env::temp_dir()).expect("the temp dir");
+            files.filter_map(Result::ok).filter(|e| e.file_name().to_string_lossy().starts_with(&prefix)).count()
+        };
+        for w in ["f32", "bf16", "q8_0", "q6_k"] {
+            let w = Weights::parse(w).expect("a type");
+            let owned = random_checkpoint_as(&spec, 7, w).expect("made");
+            let mapped = file::mapped_checkpoint(&layout(&spec), w, 7).expect("written and mapped");
+            assert_eq!(mapped, owned, "{w}");
+            assert_eq!((mapped.owned_bytes(), owned.owned_bytes()), (0, owned.bytes()), "{w}");
+        }
+        assert_eq!(made(), 0, "the files are removed once mapped");
+    }
+
+    #[test]
     fn type_names_parse_in_any_case() {
         assert_eq!(Weights::parse("BF16"), Some(Weights(GgmlType::BF16)));
         assert_eq!(Weights::parse("q4_k"), Some(Weights(GgmlType::Q4_K)));
