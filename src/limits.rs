@@ -322,6 +322,19 @@ mod tests {
     }
 
     #[test]
+    fn the_checkpoint_is_needed_in_its_stored_types() {
+        use crate::formats::gguf::GgmlType;
+        use crate::model::random::Weights;
+        let spec = crate::model::presets::preset("qwen3.5-9b-style").expect("9b");
+        let need = |ty: GgmlType| Need::of(&spec, 4, Weights(ty).checkpoint_bytes(&spec)).checkpoint as f64;
+        let f32 = need(GgmlType::F32);
+        assert_eq!(f32, (checkpoint_values(&spec) * 4) as f64, "f32: four bytes a value");
+        // bf16 matrices and f32 norms: just over half; Q8_0 (34 bytes per 32 values): just over a quarter.
+        assert!((0.5..0.51).contains(&(need(GgmlType::BF16) / f32)), "{}", need(GgmlType::BF16) / f32);
+        assert!((0.265..0.27).contains(&(need(GgmlType::Q8_0) / f32)), "{}", need(GgmlType::Q8_0) / f32);
+    }
+
+    #[test]
     fn a_spec_over_a_limit_is_refused_by_field() {
         let mut spec = crate::model::presets::preset("tiny").expect("tiny");
         assert_eq!(check_spec(&spec, MAX_CASE_VALUES), Ok(()));
