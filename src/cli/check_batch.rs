@@ -25,9 +25,9 @@ use crate::source::ModelSource;
 /// symbolic run predict. Exits 1 when they do not, or when a schedule the pool runs is not proved.
 pub fn check_batch(a: &CheckArgs, n: usize) -> Result<ExitCode, CliError> {
     let mut sources: Vec<ModelSource> = a.models.iter().map(|p| ModelSource::from_path(p)).collect::<Result<_, _>>()?;
-    sources.extend(a.preset.iter().map(|n| ModelSource::preset(n, a.seed)));
+    sources.extend(a.preset.iter().map(|n| ModelSource::preset_as(n, a.seed, a.weights)));
     if sources.is_empty() {
-        sources = presets::PRESETS.iter().map(|n| ModelSource::preset(n, a.seed)).collect();
+        sources = presets::PRESETS.iter().map(|n| ModelSource::preset_as(n, a.seed, a.weights)).collect();
     }
     let n = n.max(1);
     let budget = Budget::new(a.max_gib);
@@ -65,7 +65,7 @@ pub fn check_batch(a: &CheckArgs, n: usize) -> Result<ExitCode, CliError> {
         };
         let events = format!("{} events, {} steps on {n} slots", case.schedule.events.len(), case.schedule.steps());
         let interpreters = match &budget {
-            Some(b) => b.admit(&label, &Need::of(&spec, case_steps(n), 1)).err(),
+            Some(b) => b.admit(&label, &Need::of(&spec, case_steps(n), source.checkpoint_bytes(&spec)?)).err(),
             None => None,
         };
         let line = if let Some(e) = interpreters {
