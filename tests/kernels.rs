@@ -104,7 +104,7 @@ fn bounds(m: &Matrix, xs: &[f32], batch: usize) -> Vec<f64> {
 fn within(a: &[f32], b: &[f32], bound: &[f64]) -> Result<(), String> {
     for (i, ((a, b), bound)) in a.iter().zip(b).zip(bound).enumerate() {
         let gap = (f64::from(*a) - f64::from(*b)).abs();
-        if !(gap <= *bound) {
+        if gap.is_nan() || gap > *bound {
             return Err(format!("output {i}: {a} vs {b}, apart {gap:e} > bound {bound:e}"));
         }
     }

@@ -62,7 +62,7 @@ impl<'w> Matrix<'w> {
             (Some(_), Some((n, b))) => (n as usize, b as usize),
             _ => return Err(KernelError::Unsupported(ty)),
         };
-        if cols % block != 0 {
+        if !cols.is_multiple_of(block) {
             return Err(KernelError::PartialBlock { ty, cols, block });
         }
         let row_bytes = cols / block * block_bytes;
@@ -194,6 +194,20 @@ pub fn matmat(m: &Matrix, xs: &[f32], batch: usize, outs: &mut [f32], threads: u
 /// [`matmat`] on the path `isa` (for tests and benchmarks): [`Isa::Avx2`] where it is not
 /// [`detected`] runs the scalar path.
 pub fn matmat_on(isa: Isa, m: &Matrix, xs: &[f32], batch: usize, outs: &mut [f32], threads: usize) {
+    matmat_with(isa, threads::DEFAULT, m, xs, batch, outs, threads)
+}
+
+/// [`matmat_on`] with the rows split over threads by `split` (for the benchmark that chose
+/// [`threads::DEFAULT`]).
+pub fn matmat_with(
+    isa: Isa,
+    split: threads::Strategy,
+    m: &Matrix,
+    xs: &[f32],
+    batch: usize,
+    outs: &mut [f32],
+    threads: usize,
+) {
     assert_eq!(xs.len(), batch * m.cols, "xs must be batch × cols");
     assert_eq!(outs.len(), batch * m.rows, "outs must be batch × rows");
     if batch == 0 || m.rows == 0 {
@@ -202,7 +216,7 @@ pub fn matmat_on(isa: Isa, m: &Matrix, xs: &[f32], batch: usize, outs: &mut [f32
     let isa = if isa == Isa::Avx2 && detected() != Isa::Avx2 { Isa::Scalar } else { isa };
     let xs: Vec<&[f32]> = if m.cols == 0 { vec![&[]; batch] } else { xs.chunks_exact(m.cols).collect() };
     let mut outs: Vec<&mut [f32]> = outs.chunks_exact_mut(m.rows).collect();
-    threads::over_rows(m, &xs, &mut outs, threads, &|part, xs, outs| rows(isa, part, xs, outs));
+    threads::over_rows_with(split, m, &xs, &mut outs, threads, &|part, xs, outs| rows(isa, part, xs, outs));
 }
 
 /// `outs[b][r] = m.row(r) · xs[b]` for every row of `m` (a part of a matrix) on this thread.

@@ -5,7 +5,7 @@
 use std::arch::x86_64::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::simd::{Acc, by_batch, finish, fma, pointers, zero};
+use super::simd::{Acc, by_batch, f16_at, finish, fma, pointers, zero};
 
 /// Bytes per block.
 const BLOCK_BYTES: usize = 34;
@@ -48,7 +48,8 @@ pub(super) unsafe fn row_avx2(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
         // SAFETY: the instruction sets are this function's.
         let mut acc: Acc<B, L> = unsafe { zero() };
         for (k, block) in blocks.iter().enumerate() {
-            let d = _mm256_set1_ps(scale(block));
+            // SAFETY: the instruction sets are this function's.
+            let d = _mm256_set1_ps(unsafe { f16_at(block, 0) });
             for g in 0..4 {
                 // SAFETY: the instruction sets are this function's; bytes `2 + 8g .. 10 + 8g` are
                 // within the block's 34 (g < 4), and values `32k + 8g .. + 8` within each vector,
