@@ -76,9 +76,10 @@ fn main() {
     });
     // The same bytes, streamed once: every weight the program reads, plus the one embedding row.
     let names = weights(&program);
-    let bytes: usize = names.iter().map(|n| ckpt.get(n).map_or(0, |t| t.data.len() * 4)).sum();
-    let stream =
-        median_secs(RUNS, || names.iter().map(|n| ckpt.get(n).map_or(0.0, |t| par_sum(&t.data, threads))).sum::<f32>());
+    let bytes: usize = names.iter().map(|n| ckpt.get(n).map_or(0, |t| t.bytes().len())).sum();
+    // The same values as f32 (the checkpoint is F32), streamed from a copy of their own.
+    let values: Vec<Vec<f32>> = names.iter().filter_map(|n| ckpt.get(n)).map(|t| t.to_f32().expect("f32")).collect();
+    let stream = median_secs(RUNS, || values.iter().map(|v| par_sum(v, threads)).sum::<f32>());
     println!("\n| 0.8B, f32, {threads} threads | median of {RUNS} |");
     println!("|---|---|");
     println!("| engine step | {:.1} ms |", step * 1e3);

@@ -128,10 +128,11 @@ pub fn checkpoint_values(spec: &ModelSpec) -> u128 {
     layout(spec).iter().map(|t| t.shape.iter().fold(1u128, |n, &d| n.saturating_mul(d as u128))).sum()
 }
 
-/// The memory a command needs, estimated from the spec alone: the checkpoint (held as f32, and
-/// `copies` times when the check makes a perturbed copy) and what the interpreters keep for
-/// `steps` tokens (KV caches, recurrent and conv state, logits), with a margin for the program and
-/// activations.
+/// The memory a command needs, estimated from the spec and the checkpoint's stored size alone: the
+/// checkpoint's bytes in their stored types (what a mapped file brings into memory as it is read,
+/// or what an owned checkpoint holds; both interpreters read it in place) and what the
+/// interpreters keep for `steps` tokens (KV caches, recurrent and conv state, logits), with a
+/// margin for the program and activations.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Need {
     pub checkpoint: u128,
@@ -139,9 +140,9 @@ pub struct Need {
 }
 
 impl Need {
-    /// The estimate for running `spec` over `steps` tokens; `copies` checkpoints are held.
-    pub fn of(spec: &ModelSpec, steps: usize, copies: u32) -> Need {
-        let checkpoint = checkpoint_values(spec).saturating_mul(4 * copies as u128);
+    /// The estimate for running `spec` over `steps` tokens on a checkpoint stored in
+    /// `checkpoint` bytes (for f32 weights, 4 per value of [`checkpoint_values`]).
+    pub fn of(spec: &ModelSpec, steps: usize, checkpoint: u128) -> Need {
         let (a, d) = (&spec.attention, &spec.delta_net);
         let steps = steps.max(1) as u128;
         let count = |m: Mixer| spec.layers.iter().filter(|&&l| l == m).count() as u128;
@@ -213,7 +214,7 @@ impl fmt::Display for MemoryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} needs about {:.1} GiB ({:.1} GiB of f32 weights, {:.2} GiB to run), more than the {:.1} GiB {} allows; \
+            "{} needs about {:.1} GiB ({:.1} GiB of weights, {:.2} GiB to run), more than the {:.1} GiB {} allows; \
              --max-gib overrides the limit",
             self.what,
             gib(self.need.bytes()),

@@ -5,13 +5,14 @@ use std::path::{Path, PathBuf};
 
 use crate::formats::gguf::GgufFile;
 use crate::limits::{Budget, MemoryError, Need};
-use crate::model::{Checkpoint, ModelSpec, gguf, hf, presets, random::random_checkpoint};
+use crate::model::random::{RandomError, Weights, random_checkpoint_as};
+use crate::model::{Checkpoint, ModelSpec, gguf, hf, presets};
 
 /// A model's source, as the command line names it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ModelSource {
-    /// A built-in preset with seeded random weights.
-    Preset { name: String, seed: u64 },
+    /// A built-in preset with seeded random weights, its matrices stored as `weights`.
+    Preset { name: String, seed: u64, weights: Weights },
     /// A Hugging Face model folder (`config.json` and safetensors).
     HfFolder(PathBuf),
     /// A GGUF file.
@@ -31,6 +32,8 @@ pub enum SourceError {
     Gguf { path: PathBuf, source: gguf::LoadError },
     #[error(transparent)]
     Memory(#[from] MemoryError),
+    #[error(transparent)]
+    Random(#[from] RandomError),
 }
 
 /// `source`'s message, prefixed by `path` unless it names it already.
@@ -48,6 +51,7 @@ impl SourceError {
             SourceError::Hf(_) => "HfFolder",
             SourceError::Gguf { .. } => "Gguf",
             SourceError::Memory(_) => "Memory",
+            SourceError::Random(_) => "Random",
         }
     }
 }
@@ -64,9 +68,14 @@ impl ModelSource {
         }
     }
 
-    /// A preset's source.
+    /// A preset's source, with F32 weights.
     pub fn preset(name: &str, seed: u64) -> ModelSource {
-        ModelSource::Preset { name: name.to_string(), seed }
+        ModelSource::preset_as(name, seed, Weights::default())
+    }
+
+    /// A preset's source, its matrices stored as `weights`.
+    pub fn preset_as(name: &str, seed: u64, weights: Weights) -> ModelSource {
+        ModelSource::Preset { name: name.to_string(), seed, weights }
     }
 
     /// A short name for listings.
@@ -96,9 +105,9 @@ impl ModelSource {
     /// The spec and the checkpoint.
     pub fn load(&self) -> Result<(ModelSpec, Checkpoint), SourceError> {
         match self {
-            ModelSource::Preset { name, seed } => {
+            ModelSource::Preset { name, seed, weights } => {
                 let spec = presets::preset(name).ok_or_else(|| SourceError::NoSuchPreset { name: name.clone() })?;
-                let ckpt = random_checkpoint(&spec, *seed);
+                let ckpt = random_checkpoint_as(&spec, *seed, *weights)?;
                 Ok((spec, ckpt))
             }
             ModelSource::HfFolder(dir) => Ok(hf::load_hf_folder(dir)?),
@@ -108,17 +117,36 @@ impl ModelSource {
         }
     }
 
-    /// The spec, then the checkpoint only when `need(spec)` fits in `budget` (no budget: the
-    /// machine says nothing, and the load goes ahead): a model too large for the machine is refused
-    /// with how much it needs before a weight is made or read.
+    /// The bytes the checkpoint of `spec` (this source's spec) is stored in, read without a
+    /// weight: a preset's in its weights' types, a GGUF file's decoder tensors as the file stores
+    /// them, a folder's weight files' sizes (the checkpoint maps them, and computes its few
+    /// rewritten vectors in f32).
+    pub fn checkpoint_bytes(&self, spec: &ModelSpec) -> Result<u128, SourceError> {
+        match self {
+            ModelSource::Preset { weights, .. } => Ok(weights.checkpoint_bytes(spec)),
+            ModelSource::HfFolder(dir) => Ok(hf::weight_file_bytes(dir)?),
+            ModelSource::Gguf(path) => {
+                let gguf = |source| SourceError::Gguf { path: path.clone(), source };
+                let file = GgufFile::open(path).map_err(|e| gguf(e.into()))?;
+                let names: std::collections::HashSet<String> =
+                    crate::model::layout::layout(spec).into_iter().map(|t| t.name).collect();
+                let tensors = file.info().tensors().iter().filter(|t| names.contains(&t.name));
+                Ok(tensors.map(|t| u128::from(t.n_bytes.unwrap_or(0))).sum())
+            }
+        }
+    }
+
+    /// The spec, then the checkpoint only when `need(spec, checkpoint bytes)` fits in `budget` (no
+    /// budget: the machine says nothing, and the load goes ahead): a model too large for the
+    /// machine is refused with how much it needs before a weight is made or read.
     pub fn load_within(
         &self,
         budget: Option<&Budget>,
-        need: impl FnOnce(&ModelSpec) -> Need,
+        need: impl FnOnce(&ModelSpec, u128) -> Need,
     ) -> Result<(ModelSpec, Checkpoint), SourceError> {
         let spec = self.spec()?;
         if let Some(b) = budget {
-            b.admit(&self.label(), &need(&spec))?;
+            b.admit(&self.label(), &need(&spec, self.checkpoint_bytes(&spec)?))?;
         }
         self.load()
     }

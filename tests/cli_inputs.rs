@@ -257,7 +257,9 @@ fn run_shows_the_argmax_and_the_top_5_of_each_step_and_reads_tokens_with_spaces(
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "{lines:?}");
+    // A line per step, then the peak memory the run used.
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(lines[3].starts_with("peak memory: "), "{}", lines[3]);
     for (step, (line, token)) in lines.iter().zip([3, 1, 4]).enumerate() {
         assert!(line.starts_with(&format!("step {step}, token {token}: argmax ")), "{line}");
         assert_eq!(line.matches(" (").count(), 5, "{line}");

@@ -76,8 +76,8 @@ fn load(name: &str) -> (Tensors, Checkpoint) {
     (read_tensors(&fixture(name)), ckpt)
 }
 
-fn canonical<'c>(ckpt: &'c Checkpoint, name: &str) -> &'c [f32] {
-    &ckpt.get(name).unwrap_or_else(|| panic!("no {name}")).data
+fn canonical(ckpt: &Checkpoint, name: &str) -> Vec<f32> {
+    ckpt.get(name).unwrap_or_else(|| panic!("no {name}")).to_f32().expect("decodes")
 }
 
 // ---- The names and transforms of each family. ----

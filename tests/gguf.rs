@@ -635,7 +635,7 @@ fn qwen35_metadata(spec: &ModelSpec) -> Metadata {
 /// A GGUF of `metadata` and the F32 tensors of `ckpt`.
 fn qwen35_file(metadata: &[(&str, Value)], ckpt: &Checkpoint) -> Vec<u8> {
     let w = metadata.iter().fold(GgufWriter::default(), |w, (k, v)| w.kv(k, v.clone()));
-    ckpt.tensors.iter().fold(w, |w, (name, t)| w.f32_tensor(name, &t.shape, &t.data)).to_bytes()
+    ckpt.tensors.iter().fold(w, |w, (name, t)| w.f32_tensor(name, &t.shape, &t.to_f32().expect("f32"))).to_bytes()
 }
 
 /// The spec of a file holding `metadata` and the tensors of `ckpt`.

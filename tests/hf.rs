@@ -10,6 +10,7 @@ use proptest::prelude::*;
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 use serde_json::json;
+use stepcheck::formats::gguf::GgmlType;
 use stepcheck::model::Checkpoint;
 use stepcheck::model::hf::{LoadError, checkpoint_from_hf_folder, load_hf_folder, tensors_from_bytes};
 use stepcheck::model::layout::layout;
@@ -298,8 +299,9 @@ fn every_tensor_kind_gets_exactly_the_converters_transform() {
         for t in transforms(&spec) {
             let got = ckpt.get(&t.gguf).unwrap_or_else(|| panic!("{}: no {}", spec.name, t.gguf));
             let src = hf(&tensors, &t.hf);
-            assert_eq!(got.data.len(), src.data.len(), "{}: {}", spec.name, t.gguf);
-            for (i, &x) in got.data.iter().enumerate() {
+            let got = got.to_f32().expect("decodes");
+            assert_eq!(got.len(), src.data.len(), "{}: {}", spec.name, t.gguf);
+            for (i, &x) in got.iter().enumerate() {
                 let want = (t.value)(src.data[t.source.index(i, &spec.delta_net)]);
                 assert_eq!(x, want, "{}: {}[{i}] from {}", spec.name, t.gguf, t.hf);
             }
@@ -314,7 +316,7 @@ fn the_conv_weight_is_squeezed_and_norm_weights_hold_their_multiplier() {
     let conv = ckpt.get("blk.1.ssm_conv1d.weight").expect("conv");
     assert_eq!(conv.shape, [spec.conv_channels(), spec.delta_net.conv_kernel]);
     let norm = ckpt.get("output_norm.weight").expect("norm");
-    assert!(norm.data.iter().all(|w| (0.0..3.0).contains(w)), "zero-centred weights +1");
+    assert!(norm.to_f32().expect("f32").iter().all(|w| (0.0..3.0).contains(w)), "zero-centred weights +1");
 }
 
 #[test]
@@ -376,7 +378,7 @@ fn tensors_outside_the_text_model_are_skipped_unread() {
 }
 
 #[test]
-fn half_precision_weights_widen_exactly() {
+fn half_precision_weights_stay_in_their_type_and_decode_exactly() {
     let spec = presets::tiny();
     let tensors = hf_model(&spec, "model.");
     for (dtype, round) in [
@@ -388,7 +390,21 @@ fn half_precision_weights_widen_exactly() {
             .map(|t| HfTensor { data: t.data.iter().map(|&x| round(x)).collect(), ..t.clone() })
             .collect();
         let want = load(&write_single(&rounded, Dtype::F32), &spec);
-        assert_eq!(load(&write_single(&tensors, dtype), &spec), want, "{dtype:?}");
+        let got = load(&write_single(&tensors, dtype), &spec);
+        assert_eq!(got.tensors.keys().collect::<Vec<_>>(), want.tensors.keys().collect::<Vec<_>>());
+        let stored = if dtype == Dtype::F16 { GgmlType::F16 } else { GgmlType::BF16 };
+        for (name, w) in &want.tensors {
+            let g = &got.tensors[name];
+            assert_eq!(
+                (&g.shape, g.to_f32().expect("decodes")),
+                (&w.shape, w.to_f32().expect("f32")),
+                "{dtype:?} {name}"
+            );
+            // Only the vectors the converter computes (`1 + w`, `−exp(A_log)`) become F32.
+            let computed = g.shape.len() == 1 && (name.ends_with("norm.weight") || name.ends_with("ssm_a"));
+            let expect = if computed && !name.ends_with("ssm_norm.weight") { GgmlType::F32 } else { stored };
+            assert_eq!(g.ty(), expect, "{dtype:?} {name}");
+        }
     }
 }
 
@@ -678,7 +694,7 @@ fn a_weight_file_held_in_memory_reads_as_the_loader_reads_it_from_a_folder() {
     let got = tensors_from_bytes(Path::new("micro.safetensors"), &bytes).expect("a valid file");
     assert_eq!(got.len(), want.len());
     for ((name, t), w) in got.iter().zip(&want) {
-        assert_eq!((name, &t.shape, &t.data), (&w.name, &w.shape, &w.data));
+        assert_eq!((name, &t.shape, &t.to_f32().expect("decodes")), (&w.name, &w.shape, &w.data));
     }
     let cut = &bytes[..bytes.len() - 10];
     let refused = tensors_from_bytes(Path::new("cut.safetensors"), cut).expect_err("a truncated file");

@@ -421,8 +421,8 @@ fn decay_computed() -> Graph {
 /// Tiny's random weights, and a bias for layer 1's conv (Qwen3.5 has none).
 fn weights() -> Checkpoint {
     let mut ckpt = random_checkpoint(&presets::tiny(), 5);
-    let bias = (0..80).map(|i| (i as f32 - 40.0) / 100.0).collect();
-    ckpt.insert("blk.1.ssm_conv1d.bias", Tensor { shape: vec![80], data: bias });
+    let bias: Vec<f32> = (0..80).map(|i| (i as f32 - 40.0) / 100.0).collect();
+    ckpt.insert("blk.1.ssm_conv1d.bias", Tensor::f32(vec![80], &bias));
     ckpt
 }
 

@@ -841,8 +841,8 @@ mod table {
         let w = ck.get(&c.binding.tensor).expect("the conv weight").clone();
         let k = w.shape[1];
         assert!(k > 1, "taps reversed needs two taps");
-        let data = w.data.chunks(k).flat_map(|r| r.iter().rev().copied()).collect();
-        ck_rev.insert("blk.1.ssm_conv1d.weight.reversed", Tensor { shape: w.shape.clone(), data });
+        let data: Vec<f32> = w.to_f32().expect("f32").chunks(k).flat_map(|r| r.iter().rev().copied()).collect();
+        ck_rev.insert("blk.1.ssm_conv1d.weight.reversed", Tensor::f32(w.shape.clone(), &data));
         c.binding.tensor = "blk.1.ssm_conv1d.weight.reversed".into();
         let proof = prove(&fused, &fused, &program);
         row("conv taps reversed", &proof, numeric_catches(&fused, &program, &ck_rev), Catch::Both);

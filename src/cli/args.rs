@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::engine::Numerics;
 use crate::limits::{self, Budget, MAX_STEPS, MemoryError, Need};
+use crate::model::random::Weights;
 use crate::source::{ModelSource, SourceError};
 
 /// The exit statuses, as every `--help` ends with them.
@@ -119,6 +120,11 @@ pub struct CheckArgs {
     /// How many tokens to decode (at most 65536).
     #[arg(long, default_value_t = 4, value_parser = parse_steps)]
     pub steps: usize,
+    /// The stored type of the presets' random matrices: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1,
+    /// q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (norms and biases stay f32). A checkpoint
+    /// over 1 GiB is written to a GGUF file in the temp dir and mapped.
+    #[arg(long, default_value = "f32", value_parser = parse_weights)]
+    pub weights: Weights,
     /// Storage types `act[/kv[/state]]`.
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
     pub numerics: Numerics,
@@ -152,8 +158,13 @@ pub struct ModelArgs {
 
 impl ModelArgs {
     pub fn source(&self) -> Result<ModelSource, SourceError> {
+        self.source_as(Weights::default())
+    }
+
+    /// The source, a preset's matrices stored as `weights`.
+    pub fn source_as(&self, weights: Weights) -> Result<ModelSource, SourceError> {
         match (&self.model, &self.preset) {
-            (_, Some(name)) => Ok(ModelSource::preset(name, self.seed)),
+            (_, Some(name)) => Ok(ModelSource::preset_as(name, self.seed, weights)),
             (Some(path), None) => ModelSource::from_path(path),
             (None, None) => Err(SourceError::NoSuchPreset { name: String::new() }),
         }
@@ -213,6 +224,9 @@ pub struct RunArgs {
     /// Which interpreter runs the model.
     #[arg(long, value_enum, default_value = "engine")]
     pub interp: Interp,
+    /// The stored type of a preset's random matrices (see `check --weights`).
+    #[arg(long, default_value = "f32", value_parser = parse_weights)]
+    pub weights: Weights,
     /// The engine's storage types `act[/kv[/state]]`.
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
     pub numerics: Numerics,
@@ -256,6 +270,12 @@ pub fn parse_tokens(s: &str) -> Result<Tokens, String> {
     Ok(Tokens(ids.collect::<Result<_, _>>()?))
 }
 
+/// Reads `--weights`: a ggml type a random checkpoint can be made in, by ggml's name in any case.
+pub fn parse_weights(s: &str) -> Result<Weights, String> {
+    Weights::parse(s)
+        .ok_or_else(|| format!("{s:?} is not a weight type; the types are {}", Weights::names().join(", ")))
+}
+
 /// Reads `--max-gib` (see [`limits::parse_gib`]).
 pub fn parse_gib(s: &str) -> Result<f64, String> {
     limits::parse_gib(s)
@@ -265,19 +285,20 @@ pub fn parse_gib(s: &str) -> Result<f64, String> {
 /// it needs fits what `--max-gib` allows (flags themselves are checked while they are parsed). It
 /// reads no file and allocates nothing from a size; the `cli_args` fuzz target calls it.
 pub fn check_sizes(cli: &Cli) -> Result<(), MemoryError> {
-    // `run` holds one checkpoint; `check` a second, perturbed one under a reduced storage type.
-    let fits = |preset: &str, steps: usize, copies: u32, max_gib: Option<f64>| match (
+    // `run` and `check` hold one checkpoint, in its weights' stored types.
+    let fits = |preset: &str, steps: usize, weights: Weights, max_gib: Option<f64>| match (
         crate::model::presets::preset(preset),
         max_gib,
     ) {
-        (Some(spec), Some(g)) => {
-            Budget::new(Some(g)).map_or(Ok(()), |b| b.admit(preset, &Need::of(&spec, steps, copies)))
-        }
+        (Some(spec), Some(g)) => Budget::new(Some(g))
+            .map_or(Ok(()), |b| b.admit(preset, &Need::of(&spec, steps, weights.checkpoint_bytes(&spec)))),
         _ => Ok(()),
     };
     match &cli.command {
-        Command::Run(a) => a.model.preset.as_deref().map_or(Ok(()), |p| fits(p, a.tokens.0.len(), 1, a.max_gib)),
-        Command::Check(a) => a.preset.iter().try_for_each(|p| fits(p, a.steps, 1, a.max_gib)),
+        Command::Run(a) => {
+            a.model.preset.as_deref().map_or(Ok(()), |p| fits(p, a.tokens.0.len(), a.weights, a.max_gib))
+        }
+        Command::Check(a) => a.preset.iter().try_for_each(|p| fits(p, a.steps, a.weights, a.max_gib)),
         _ => Ok(()),
     }
 }

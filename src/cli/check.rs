@@ -90,9 +90,9 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
     let mut sources: Vec<Result<ModelSource, (String, String, String)>> = (a.models.iter())
         .map(|p| ModelSource::from_path(p).map_err(|e| (p.display().to_string(), e.name().to_string(), e.to_string())))
         .collect();
-    sources.extend(a.preset.iter().map(|n| Ok(ModelSource::preset(n, a.seed))));
+    sources.extend(a.preset.iter().map(|n| Ok(ModelSource::preset_as(n, a.seed, a.weights))));
     if !explicit {
-        sources = presets::PRESETS.iter().map(|n| Ok(ModelSource::preset(n, a.seed))).collect();
+        sources = presets::PRESETS.iter().map(|n| Ok(ModelSource::preset_as(n, a.seed, a.weights))).collect();
     }
     let labels: Vec<String> = sources.iter().map(|s| s.as_ref().map_or_else(|e| e.0.clone(), |s| s.label())).collect();
     let w = labels.iter().map(String::len).max().unwrap_or(5).max(5);
@@ -152,11 +152,15 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
                 "skipped": count("skipped"),
                 "proved": proved,
                 "exit": exit,
+                "peak_rss_bytes": super::memory::peak_rss(),
             },
         });
         outln!("{json}");
     } else {
         outln!("\n{LEGEND}\n\n{summary}");
+        if let Some(peak) = super::memory::peak_rss() {
+            outln!("{}", super::memory::describe(peak));
+        }
         if exit != 0 {
             outln!(
                 "next: `stepcheck lower MODEL` shows a refusal in full; `stepcheck run MODEL --tokens …` the logits; \
@@ -181,9 +185,12 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
         Err(e) => return refused(e.name(), e.to_string(), 2),
     };
     // The check reads one checkpoint: its exact, modelled and shadowed runs all read it in place.
-    let copies = 1;
+    let bytes = match source.checkpoint_bytes(&spec) {
+        Ok(b) => b,
+        Err(e) => return refused(e.name(), e.to_string(), 2),
+    };
     if let Some(b) = budget
-        && let Err(e) = b.admit(&label, &Need::of(&spec, a.steps, copies))
+        && let Err(e) = b.admit(&label, &Need::of(&spec, a.steps, bytes))
     {
         // A model the user named must be checked: skipping it is a failure to check it.
         // The proof needs no weights: a model too large to run is still proved.

@@ -22,9 +22,9 @@ use crate::source::ModelSource;
 /// interpreters, which must give the outcome those predict. Exits 1 when they do not.
 pub fn check_batch(a: &CheckArgs, n: usize) -> Result<ExitCode, CliError> {
     let mut sources: Vec<ModelSource> = a.models.iter().map(|p| ModelSource::from_path(p)).collect::<Result<_, _>>()?;
-    sources.extend(a.preset.iter().map(|n| ModelSource::preset(n, a.seed)));
+    sources.extend(a.preset.iter().map(|n| ModelSource::preset_as(n, a.seed, a.weights)));
     if sources.is_empty() {
-        sources = presets::PRESETS.iter().map(|n| ModelSource::preset(n, a.seed)).collect();
+        sources = presets::PRESETS.iter().map(|n| ModelSource::preset_as(n, a.seed, a.weights)).collect();
     }
     let n = n.max(1);
     let budget = Budget::new(a.max_gib);
@@ -34,7 +34,7 @@ pub fn check_batch(a: &CheckArgs, n: usize) -> Result<ExitCode, CliError> {
         let label = source.label();
         let spec = source.spec()?;
         if let Some(b) = &budget
-            && let Err(e) = b.admit(&label, &Need::of(&spec, case_steps(n), 1))
+            && let Err(e) = b.admit(&label, &Need::of(&spec, case_steps(n), source.checkpoint_bytes(&spec)?))
         {
             outln!("{label}: skipped: {e}");
             continue;

@@ -38,6 +38,7 @@ mod explain;
 mod explain_batch;
 mod graph;
 mod lower;
+mod memory;
 mod progress;
 mod prove;
 mod run;

@@ -1,5 +1,5 @@
 //! `stepcheck run`: decode tokens one by one and print, for every step, the argmax and the top 5
-//! logits (`--json`: every logit).
+//! logits (`--json`: every logit), then the peak memory the run used.
 //!
 //! Before a weight is made or read, the memory the run needs is estimated and compared with what it
 //! may use (`--max-gib`, or what the machine has), as `check` does: a model too large is refused
@@ -38,10 +38,10 @@ const TOP: usize = 5;
 pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     let tokens = &a.tokens.0;
     let progress = Progress::new();
-    let source = a.model.source()?;
+    let source = a.model.source_as(a.weights)?;
     progress.show(&format!("{}: loading", source.label()));
     let budget = Budget::new(a.max_gib);
-    let (spec, ckpt) = source.load_within(budget.as_ref(), |spec| Need::of(spec, tokens.len(), 1))?;
+    let (spec, ckpt) = source.load_within(budget.as_ref(), |spec, bytes| Need::of(spec, tokens.len(), bytes))?;
     if let ModelSource::Gguf(path) = &source {
         let m = gguf_model(path)?;
         progress.clear();
@@ -64,14 +64,18 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         logits.push(runner.step(t)?);
     }
     progress.clear();
+    let peak = super::memory::peak_rss();
     if a.json {
-        outln!("{}", serde_json::json!({ "tokens": tokens, "logits": logits }));
+        outln!("{}", serde_json::json!({ "tokens": tokens, "logits": logits, "peak_rss_bytes": peak }));
     } else {
         for (step, (t, l)) in tokens.iter().zip(&logits).enumerate() {
             let top = top_k(l, TOP);
             let shown: Vec<String> = top.iter().map(|&(i, x)| format!("{i} ({x:.6})")).collect();
             let argmax = top.first().map_or("-".into(), |(i, _)| i.to_string());
             outln!("step {step}, token {t}: argmax {argmax}; top {}: {}", top.len(), shown.join(", "));
+        }
+        if let Some(peak) = peak {
+            outln!("{}", super::memory::describe(peak));
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use half::{bf16, f16};
 use memmap2::Mmap;
@@ -613,27 +614,43 @@ impl GgufInfo {
     /// the info was parsed from; the data range is computed from `t.ne` and `t.ggml_type` and
     /// checked again, so a hand-made `TensorInfo` is an error at worst.
     fn read_f32(&self, bytes: &[u8], t: &TensorInfo) -> Result<Vec<f32>> {
+        let decode = self.decoder_of(t)?;
+        let range = self.data_range(bytes.len(), t)?;
+        decode(&bytes[range]).map_err(|source| GgufError::Decode { tensor: t.name.clone(), source })
+    }
+
+    /// The decoder of tensor `t`'s type, or the error naming a type this reader does not know or
+    /// does not decode.
+    fn decoder_of(&self, t: &TensorInfo) -> Result<Decoder> {
         let ty = t.ggml_type;
         let Some(type_name) = ty.name() else {
             return Err(GgufError::UnknownTensorType { tensor: t.name.clone(), type_id: ty.0 });
         };
-        let Some(decode) = ty.decoder() else {
-            return Err(GgufError::UnsupportedTensorType { tensor: t.name.clone(), type_name, type_id: ty.0 });
-        };
-        let (_, n_bytes) = sizes(&t.name, &t.ne, ty)?;
+        ty.decoder().ok_or_else(|| GgufError::UnsupportedTensorType {
+            tensor: t.name.clone(),
+            type_name,
+            type_id: ty.0,
+        })
+    }
+
+    /// Where tensor `t`'s data lies in a file of `file_len` bytes (the one the info was parsed
+    /// from): computed from `t.ne` and `t.ggml_type` and checked again, after checking that the
+    /// type decodes, so that the bytes can be read in place as the type they claim to be.
+    pub fn data_range(&self, file_len: usize, t: &TensorInfo) -> Result<std::ops::Range<usize>> {
+        self.decoder_of(t)?;
+        let (_, n_bytes) = sizes(&t.name, &t.ne, t.ggml_type)?;
         let n_bytes = n_bytes.unwrap_or(0);
         let out_of_bounds = || GgufError::OutOfBounds {
             tensor: t.name.clone(),
             offset: t.offset,
             n_bytes,
             data_start: self.data_offset,
-            file_len: bytes.len() as u64,
+            file_len: file_len as u64,
         };
         let start = u128::from(self.data_offset) + u128::from(t.offset);
         let end = start + u128::from(n_bytes);
         let range = usize::try_from(start).ok().zip(usize::try_from(end).ok());
-        let data = range.and_then(|(s, e)| bytes.get(s..e)).ok_or_else(out_of_bounds)?;
-        decode(data).map_err(|source| GgufError::Decode { tensor: t.name.clone(), source })
+        range.filter(|&(_, e)| e <= file_len).map(|(s, e)| s..e).ok_or_else(out_of_bounds)
     }
 }
 
@@ -705,7 +722,7 @@ impl<'a> Gguf<'a> {
 #[derive(Debug)]
 pub struct GgufFile {
     path: PathBuf,
-    map: Mmap,
+    map: Arc<Mmap>,
     info: GgufInfo,
 }
 
@@ -719,7 +736,7 @@ impl GgufFile {
         // mapped file, it assumes no other process truncates or rewrites the file meanwhile.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
         let info = parse(&map)?;
-        Ok(GgufFile { path, map, info })
+        Ok(GgufFile { path, map: Arc::new(map), info })
     }
 
     /// The path it was opened from.
@@ -740,6 +757,11 @@ impl GgufFile {
     /// The values of tensor `t`, row-major in its shape, widened to f32 (see [`Gguf::read_f32`]).
     pub fn read_f32(&self, t: &TensorInfo) -> Result<Vec<f32>> {
         self.info.read_f32(&self.map, t)
+    }
+
+    /// The mapped file, shared: a tensor read in place keeps it mapped.
+    pub fn map(&self) -> Arc<Mmap> {
+        Arc::clone(&self.map)
     }
 }
 

@@ -2,9 +2,10 @@
 //!
 //! It is the plain semantics of the IR: each op computes what its doc comment says, on f64 arrays;
 //! a fused op runs the primitive steps of its meaning in the shared fusion table; constants are read
-//! in place from the checkpoint's f32 values and widened as an op reads them. The state starts at
-//! zero (position 0, zero convolution windows and delta-rule states, empty caches); a step reads it,
-//! runs the ops in order and carries each state's end-of-step value to the next step.
+//! in place from the checkpoint in their stored types, each row dequantized exactly and widened to
+//! f64 as an op reads it. The state starts at zero (position 0, zero convolution windows and
+//! delta-rule states, empty caches); a step reads it, runs the ops in order and carries each
+//! state's end-of-step value to the next step.
 
 mod ops;
 mod values;
@@ -82,7 +83,7 @@ impl<'c> Runner<'c> {
                 why,
             };
             let t = checkpoint.get(&c.binding.tensor).ok_or_else(|| fail("missing".into()))?;
-            consts.push(ConstView::new(&t.data, &t.shape, c.binding.view).map_err(fail)?);
+            consts.push(ConstView::new(t, c.binding.view).map_err(fail)?);
         }
         let mut state = Vec::with_capacity(graph.states.len());
         for s in &graph.states {

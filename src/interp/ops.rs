@@ -225,12 +225,12 @@ fn const_matvec(w: &ConstView, x: &[f64]) -> Result<ArrayD<f64>, Fault> {
     }
     let mut out = Vec::with_capacity(rows);
     for r in 0..rows {
-        out.push(dot(w.row(r)?, x));
+        out.push(dot(&w.row(r)?, x));
     }
     Ok(Array1::from(out).into_dyn())
 }
 
-/// `Σ wᵢ xᵢ`, the f32 weights widened, in an f64 accumulator.
+/// `Σ wᵢ xᵢ`, the dequantized f32 weights widened, in an f64 accumulator.
 fn dot(w: &[f32], x: &[f64]) -> f64 {
     w.iter().zip(x).map(|(&w, x)| f64::from(w) * x).sum()
 }

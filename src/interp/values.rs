@@ -2,10 +2,11 @@
 
 use std::borrow::Cow;
 
-use ndarray::{Array3, ArrayD, ArrayViewD, IxDyn};
+use ndarray::{Array3, ArrayD, IxDyn};
 
 use crate::ir::Ty;
 use crate::ir::View;
+use crate::model::checkpoint::Tensor;
 
 /// Why an op could not run on the values it was given.
 #[derive(Clone, Debug, PartialEq)]
@@ -100,29 +101,26 @@ impl<'c> Value<'c> {
     }
 }
 
-/// A constant as the view of a checkpoint tensor, read in place: its f32 values are widened to f64
-/// only as an op reads them. A matrix view is read row by row through [`View::source_row`].
+/// A constant as the view of a checkpoint tensor, read in place: the tensor stays in its stored
+/// type (F32, BF16, Q8_0, Q4_K, …), and a row is dequantized exactly (ggml's dequantization) and
+/// widened to f64 only as an op reads it. A matrix view is read row by row through
+/// [`View::source_row`]; nothing holds a widened copy of a large weight.
 #[derive(Clone, Debug)]
 pub(crate) struct ConstView<'c> {
-    /// The checkpoint tensor's values, row-major, `source.iter().product()` of them.
-    data: &'c [f32],
-    /// The checkpoint tensor's shape.
-    source: &'c [usize],
+    /// The checkpoint tensor, its rows whole blocks of its type and its bytes exactly the rows.
+    tensor: &'c Tensor,
     view: View,
     /// The view's shape (the constant's).
     shape: Vec<usize>,
 }
 
 impl<'c> ConstView<'c> {
-    /// The view `view` of a tensor of shape `source` holding `data`, or why the view does not fit or
-    /// the data does not fill the shape.
-    pub fn new(data: &'c [f32], source: &'c [usize], view: View) -> Result<ConstView<'c>, String> {
-        let numel: usize = source.iter().product();
-        if data.len() != numel {
-            return Err(format!("shape {source:?} needs {numel} values, but the tensor holds {}", data.len()));
-        }
-        let shape = view.shape(source)?;
-        Ok(ConstView { data, source, view, shape })
+    /// The view `view` of `tensor`, or why the view does not fit or the tensor's bytes are not the
+    /// values of its shape in its type.
+    pub fn new(tensor: &'c Tensor, view: View) -> Result<ConstView<'c>, String> {
+        tensor.rows().map_err(|e| e.to_string())?;
+        let shape = view.shape(&tensor.shape)?;
+        Ok(ConstView { tensor, view, shape })
     }
 
     /// The view's shape.
@@ -138,43 +136,49 @@ impl<'c> ConstView<'c> {
         }
     }
 
-    /// Row `r` of a matrix view, as the checkpoint's f32 values.
-    pub fn row(&self, r: usize) -> Result<&'c [f32], Fault> {
-        let [rows, cols] = self.matrix()?;
+    /// Row `r` of a matrix view, its stored values dequantized exactly to f32.
+    pub fn row(&self, r: usize) -> Result<Vec<f32>, Fault> {
+        let [rows, _] = self.matrix()?;
         if r >= rows {
             return surprise(format!("row {r} of a constant of {rows} rows"));
         }
-        let s = self.view.source_row(self.source, r);
-        match self.data.get(s * cols..(s + 1) * cols) {
-            Some(row) => Ok(row),
-            None => {
-                surprise(format!("row {r} (checkpoint row {s}) lies outside the tensor of shape {:?}", self.source))
-            }
-        }
+        let s = self.view.source_row(&self.tensor.shape, r);
+        self.source_rows(s..s + 1)
     }
 
-    /// The whole view as an f64 array.
+    /// Rows `range` of the checkpoint tensor (as rows of its innermost dim), dequantized.
+    fn source_rows(&self, range: std::ops::Range<usize>) -> Result<Vec<f32>, Fault> {
+        self.tensor.decode_rows(range.clone()).map_err(|e| {
+            Fault::Shape(format!(
+                "rows {}..{} of the tensor of shape {:?}: {e}",
+                range.start, range.end, self.tensor.shape
+            ))
+        })
+    }
+
+    /// The whole view as an f64 array: for the small constants (norms, biases, conv weights) the
+    /// ops read whole; a matrix is read by rows.
     pub fn to_array(&self) -> Result<ArrayD<f64>, Fault> {
-        if self.view == View::Whole {
-            let whole =
-                ArrayViewD::from_shape(IxDyn(self.source), self.data).map_err(|e| Fault::Shape(e.to_string()))?;
-            return Ok(whole.mapv(f64::from));
-        }
-        if let View::Expert { index } = self.view {
-            // An expert is one contiguous block of its stack, whatever its rank.
-            let n: usize = self.shape.iter().product();
-            let block = self
-                .data
-                .get(index * n..(index + 1) * n)
-                .ok_or(Fault::Shape(format!("expert {index} lies outside the tensor of shape {:?}", self.source)))?;
-            return ArrayD::from_shape_vec(IxDyn(&self.shape), block.iter().map(|&v| f64::from(v)).collect())
-                .map_err(|e| Fault::Shape(e.to_string()));
-        }
-        let [rows, _] = self.matrix()?;
-        let mut values = Vec::with_capacity(self.shape.iter().product());
-        for r in 0..rows {
-            values.extend(self.row(r)?.iter().map(|&v| f64::from(v)));
-        }
-        ArrayD::from_shape_vec(IxDyn(&self.shape), values).map_err(|e| Fault::Shape(e.to_string()))
+        let values = match self.view {
+            View::Whole => {
+                let rows = self.tensor.rows().map_err(|e| Fault::Shape(e.to_string()))?.rows;
+                self.source_rows(0..rows)?
+            }
+            // An expert is one contiguous run of rows of its stack, whatever its rank.
+            View::Expert { index } => {
+                let n = if self.shape.len() == 2 { self.shape[0] } else { 1 };
+                self.source_rows(index * n..(index + 1) * n)?
+            }
+            _ => {
+                let [rows, _] = self.matrix()?;
+                let mut values = Vec::with_capacity(self.shape.iter().product());
+                for r in 0..rows {
+                    values.extend(self.row(r)?);
+                }
+                values
+            }
+        };
+        ArrayD::from_shape_vec(IxDyn(&self.shape), values.into_iter().map(f64::from).collect())
+            .map_err(|e| Fault::Shape(e.to_string()))
     }
 }

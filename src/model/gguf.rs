@@ -8,7 +8,7 @@
 //! A GGUF file written by llama.cpp's converter already keeps the canonical conventions of a
 //! [`Checkpoint`] (norms hold the final multiplier, `ssm_a`, `ssm_dt.bias`, the conv weight `[C, K]`,
 //! tiled value heads), so its tensors are taken as they are: each tensor of the decoder, its shape
-//! outermost first as stored, widened to f32. The spec comes from the `qwen35.*` metadata, read the
+//! outermost first as stored, in its stored type, read in place from the mapped file. The spec comes from the `qwen35.*` metadata, read the
 //! way llama.cpp reads it, except that each layer's mixer is the one its tensors hold.
 //!
 //! The converter keeps a checkpoint's multi-token-prediction (MTP) head by default: it writes
@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::Path;
 
-use super::checkpoint::{Checkpoint, Tensor};
+use super::checkpoint::{Bytes, Checkpoint, Tensor};
 use super::layout::layout;
 use super::names::{self, layer as n};
 use super::spec::{AttentionSpec, Constructs, DeltaNetSpec, Experts, Mixer, ModelSpec, SpecError};
@@ -222,11 +222,12 @@ impl fmt::Display for TypeMix {
 }
 
 /// The spec and the checkpoint of the qwen35 GGUF file at `path`: the decoder's tensors only (an MTP
-/// head is skipped), each checked against the metadata before it is read.
+/// head is skipped), each checked against the metadata, then borrowed in place from the mapped file
+/// in its stored type.
 pub fn load_gguf(path: impl AsRef<Path>) -> Result<(ModelSpec, Checkpoint), LoadError> {
     let file = GgufFile::open(path)?;
     let model = read_gguf(file.info())?;
-    let ckpt = decoder_checkpoint(file.info(), &model.spec, |t| file.read_f32(t))?;
+    let ckpt = decoder_checkpoint(file.info(), &model.spec, &mapped(&file))?;
     Ok((model.spec, ckpt))
 }
 
@@ -235,40 +236,53 @@ pub fn gguf_model(path: impl AsRef<Path>) -> Result<GgufModel, LoadError> {
     read_gguf(GgufFile::open(path)?.info())
 }
 
-/// Every tensor of the GGUF file at `path`, MTP head included: its shape outermost first, its values
-/// widened to f32. No check against the metadata: this is the file's contents, not a model.
+/// Every tensor of the GGUF file at `path`, MTP head included: its shape outermost first, its bytes
+/// in place in the mapped file. No check against the metadata: this is the file's contents, not a
+/// model.
 pub fn checkpoint_from_gguf(path: impl AsRef<Path>) -> Result<Checkpoint, LoadError> {
     let file = GgufFile::open(path)?;
-    checkpoint_of(file.info(), |t| file.read_f32(t))
+    checkpoint_of(file.info(), &mapped(&file))
 }
 
-/// Every tensor of the GGUF file held in `bytes` (see [`checkpoint_from_gguf`]).
+/// Every tensor of the GGUF file held in `bytes` (see [`checkpoint_from_gguf`]), each tensor's
+/// bytes copied as stored.
 pub fn checkpoint_from_bytes(bytes: &[u8]) -> Result<Checkpoint, LoadError> {
     let gguf = Gguf::parse(bytes)?;
-    checkpoint_of(gguf.info(), |t| gguf.read_f32(t))
+    let info = gguf.info();
+    checkpoint_of(info, &|t| Ok(Bytes::owned(bytes[info.data_range(bytes.len(), t)?].to_vec())))
 }
 
-fn checkpoint_of(
-    info: &GgufInfo,
-    read: impl Fn(&TensorInfo) -> Result<Vec<f32>, GgufError>,
-) -> Result<Checkpoint, LoadError> {
+/// How a tensor's bytes are taken: checked (its type decodes, its data lies in the file), then
+/// borrowed or copied.
+type Take<'a> = dyn Fn(&TensorInfo) -> Result<Bytes, GgufError> + 'a;
+
+/// Each tensor of `file`, borrowed in place from its map.
+fn mapped(file: &GgufFile) -> impl Fn(&TensorInfo) -> Result<Bytes, GgufError> + '_ {
+    move |t| {
+        let map = file.map();
+        let range = file.info().data_range(map.len(), t)?;
+        Ok(Bytes::mapped(map, range).expect("data_range lies inside the file"))
+    }
+}
+
+fn tensor(t: &TensorInfo, take: &Take) -> Result<Tensor, GgufError> {
+    Ok(Tensor::stored(t.shape.clone(), t.ggml_type, take(t)?))
+}
+
+fn checkpoint_of(info: &GgufInfo, take: &Take) -> Result<Checkpoint, LoadError> {
     let mut ckpt = Checkpoint::default();
     for t in info.tensors() {
-        ckpt.insert(t.name.clone(), Tensor { shape: t.shape.clone(), data: read(t)? });
+        ckpt.insert(t.name.clone(), tensor(t, take)?);
     }
     Ok(ckpt)
 }
 
-/// The tensors of `spec`'s checkpoint, read from the file; each must be there.
-fn decoder_checkpoint(
-    info: &GgufInfo,
-    spec: &ModelSpec,
-    read: impl Fn(&TensorInfo) -> Result<Vec<f32>, GgufError>,
-) -> Result<Checkpoint, LoadError> {
+/// The tensors of `spec`'s checkpoint, taken from the file; each must be there.
+fn decoder_checkpoint(info: &GgufInfo, spec: &ModelSpec, take: &Take) -> Result<Checkpoint, LoadError> {
     let mut ckpt = Checkpoint::default();
     for want in layout(spec) {
         let t = info.tensor(&want.name).ok_or_else(|| LoadError::MissingTensor { tensor: want.name.clone() })?;
-        ckpt.insert(want.name, Tensor { shape: t.shape.clone(), data: read(t)? });
+        ckpt.insert(want.name, tensor(t, take)?);
     }
     Ok(ckpt)
 }

@@ -11,8 +11,8 @@ pub enum RunError {
     MissingWeight { command: String, tensor: String },
     #[error("{command}: {tensor} has shape {found:?}, expected {expected:?}")]
     WeightShape { command: String, tensor: String, expected: Vec<usize>, found: Vec<usize> },
-    #[error("{tensor} has shape {shape:?} but holds {values} values")]
-    WeightData { tensor: String, shape: Vec<usize>, values: usize },
+    #[error("{tensor} (shape {shape:?}) cannot be read as its stored type: {why}")]
+    WeightData { tensor: String, shape: Vec<usize>, why: String },
     #[error("{command}: buffer %{buffer} has length {found}, expected {expected}")]
     BufferLength { command: String, buffer: String, expected: usize, found: usize },
     #[error("{command}: no buffer {index} (the program has {count})")]

@@ -1,7 +1,8 @@
 //! The engine interpreter: runs a [`Program`] the way the engine's units would.
 //!
 //! It is the engine's semantics, independent of the reference: it reads the checkpoint's tensors
-//! whole by name and shares only [`crate::scalar`] with the reference interpreter. It keeps the engine's own
+//! by name, its matrices in place in their stored types ([`kernels::Matrix`]), and shares only
+//! [`crate::scalar`] with the reference interpreter. It keeps the engine's own
 //! state layouts (a conv window of `K − 1` inputs, the delta state as `[dv][dk]` per head,
 //! preallocated `[heads][capacity][dim]` KV caches), computes in f32 with f32 accumulation, and
 //! rounds to the program's storage types where the engine stores: every buffer a unit writes, the
@@ -212,7 +213,7 @@ fn run<R: Real>(
     threads: usize,
 ) {
     match unit {
-        Unit::Embed { table, out } => write(bufs, st, *out, |_, o| units::embed(table, token, o)),
+        Unit::Embed { table, row, out } => write(bufs, st, *out, |_, o| units::embed(table, token, row, o)),
         Unit::RmsNorm { x, weight, eps, out } => write(bufs, st, *out, |b, o| units::rms_norm(&b[*x], weight, *eps, o)),
         Unit::MatVec { weight, x, out } => write(bufs, st, *out, |b, o| units::mat_vec(weight, &b[*x], o, threads)),
         Unit::MergedRows { weight, x, outs, rows } => {
@@ -233,7 +234,7 @@ fn run<R: Real>(
                 x[at..at + n].copy_from_slice(&bufs[i]);
                 at += n;
             }
-            units::conv(x, &mut store.conv[*window], weight, *bias, y);
+            units::conv(x, &mut store.conv[*window], weight, bias.as_deref(), y);
             scatter(bufs, st, outs, y);
         }
         Unit::Gates { b, a, decay, dt_bias, beta, g } => {
@@ -259,11 +260,30 @@ fn run<R: Real>(
             let a = &mut **a;
             units::rope_table(a.theta, 2 * a.cos.len(), pos, &mut a.cos, &mut a.sin);
             let rope = (a.cos.as_slice(), a.sin.as_slice());
-            units::attention_append(&a.shape, &bufs[a.k], a.k_norm, rope, pos, &mut store.kv[a.k_cache], &mut a.head);
+            units::attention_append(
+                &a.shape,
+                &bufs[a.k],
+                a.k_norm.as_deref(),
+                rope,
+                pos,
+                &mut store.kv[a.k_cache],
+                &mut a.head,
+            );
             units::attention_append(&a.shape, &bufs[a.v], None, (&[], &[]), pos, &mut store.kv[a.v_cache], &mut a.head);
             let (kc, vc) = (&store.kv[a.k_cache], &store.kv[a.v_cache]);
             write(bufs, st, a.out, |b, o| {
-                units::attention_read(&a.shape, &b[a.q], a.q_norm, rope, pos, kc, vc, &mut a.head, &mut a.scores, o);
+                units::attention_read(
+                    &a.shape,
+                    &b[a.q],
+                    a.q_norm.as_deref(),
+                    rope,
+                    pos,
+                    kc,
+                    vc,
+                    &mut a.head,
+                    &mut a.scores,
+                    o,
+                );
             });
         }
         Unit::SigmoidGate { x, gate, out } => write(bufs, st, *out, |b, o| units::sigmoid_gate(&b[*x], &b[*gate], o)),

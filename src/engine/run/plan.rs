@@ -3,40 +3,45 @@
 //!
 //! Every buffer is written by exactly one command, before any command reads it; every index names a
 //! buffer or state of the program; every length, weight shape and state layout is the one its
-//! command needs. Weights are borrowed from the checkpoint whole.
+//! command needs. Matrices are borrowed from the checkpoint in their stored types, as
+//! [`Matrix`] views read in place; the small vectors (norm weights, biases, decays, conv weights)
+//! are dequantized once, here, to f32.
 
 use super::error::RunError;
+use super::kernels::Matrix;
 use super::real::{Keep, Real, Rounding};
 use super::state::{ConvWindow, DeltaState, KvCache, Slot, Store};
 use super::units::AttentionShape;
 use crate::engine::program::{Buf, Command, Program, StateLayout, StateRef};
-use crate::model::checkpoint::Checkpoint;
+use crate::model::checkpoint::{Checkpoint, Tensor};
 
 /// A command resolved: buffer indices, typed state indices, borrowed weights and its scratch.
 pub(super) enum Unit<'c, R> {
     Embed {
-        table: &'c [f32],
+        table: Matrix<'c>,
+        /// Scratch: the token's row, dequantized.
+        row: Vec<f32>,
         out: usize,
     },
     RmsNorm {
         x: usize,
-        weight: &'c [f32],
+        weight: Vec<f32>,
         eps: R,
         out: usize,
     },
     MatVec {
-        weight: &'c [f32],
+        weight: Matrix<'c>,
         x: usize,
         out: usize,
     },
     MergedRows {
-        weight: &'c [f32],
+        weight: Matrix<'c>,
         x: usize,
         outs: Vec<usize>,
         rows: Vec<R>,
     },
     MergedHeadHalves {
-        weight: &'c [f32],
+        weight: Matrix<'c>,
         head_dim: usize,
         x: usize,
         first: usize,
@@ -46,8 +51,8 @@ pub(super) enum Unit<'c, R> {
     Conv {
         ins: Vec<usize>,
         window: usize,
-        weight: &'c [f32],
-        bias: Option<&'c [f32]>,
+        weight: Vec<f32>,
+        bias: Option<Vec<f32>>,
         outs: Vec<usize>,
         x: Vec<R>,
         y: Vec<R>,
@@ -55,8 +60,8 @@ pub(super) enum Unit<'c, R> {
     Gates {
         b: usize,
         a: usize,
-        decay: &'c [f32],
-        dt_bias: &'c [f32],
+        decay: Vec<f32>,
+        dt_bias: Vec<f32>,
         beta: usize,
         g: usize,
     },
@@ -75,12 +80,12 @@ pub(super) enum Unit<'c, R> {
     GatedNorm {
         x: usize,
         z: usize,
-        weight: &'c [f32],
+        weight: Vec<f32>,
         eps: R,
         dim: usize,
         out: usize,
     },
-    Attention(Box<AttentionUnit<'c, R>>),
+    Attention(Box<AttentionUnit<R>>),
     SigmoidGate {
         x: usize,
         gate: usize,
@@ -88,9 +93,9 @@ pub(super) enum Unit<'c, R> {
     },
     SwiGlu {
         x: usize,
-        gate: &'c [f32],
-        up: &'c [f32],
-        down: &'c [f32],
+        gate: Matrix<'c>,
+        up: Matrix<'c>,
+        down: Matrix<'c>,
         out: usize,
         hidden: Vec<R>,
         up_x: Vec<R>,
@@ -104,12 +109,12 @@ pub(super) enum Unit<'c, R> {
 }
 
 /// The attention unit resolved.
-pub(super) struct AttentionUnit<'c, R> {
+pub(super) struct AttentionUnit<R> {
     pub q: usize,
     pub k: usize,
     pub v: usize,
-    pub q_norm: Option<&'c [f32]>,
-    pub k_norm: Option<&'c [f32]>,
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
     pub theta: f64,
     pub shape: AttentionShape<R>,
     pub k_cache: usize,
@@ -221,34 +226,50 @@ impl<'p, 'c> Check<'p, 'c> {
         self.has_len(i, len)
     }
 
-    /// The tensor `name`, whose values fill its shape.
-    fn tensor(&self, name: &str) -> Result<(&'c [usize], &'c [f32]), RunError> {
+    /// The tensor `name`, whose bytes are the values of its shape in its stored type.
+    fn tensor(&self, name: &str) -> Result<&'c Tensor, RunError> {
         let t = self
             .checkpoint
             .get(name)
             .ok_or_else(|| RunError::MissingWeight { command: self.site.clone(), tensor: name.to_string() })?;
-        if product(&t.shape) != Some(t.data.len()) {
-            return Err(RunError::WeightData {
-                tensor: name.to_string(),
-                shape: t.shape.clone(),
-                values: t.data.len(),
-            });
-        }
-        Ok((&t.shape, &t.data))
+        t.rows().map_err(|e| self.data_error(t, name, e.to_string()))?;
+        Ok(t)
     }
 
-    /// The tensor `name`, of shape `expected`.
-    fn weight(&self, name: &str, expected: &[usize]) -> Result<&'c [f32], RunError> {
-        let (shape, data) = self.tensor(name)?;
-        if shape == expected { Ok(data) } else { Err(self.shape_error(name, expected, shape)) }
+    fn data_error(&self, t: &Tensor, name: &str, why: String) -> RunError {
+        RunError::WeightData { tensor: name.to_string(), shape: t.shape.clone(), why }
     }
 
-    /// The matrix `name` of `cols` columns: its rows and values.
-    fn matrix(&self, name: &str, cols: usize) -> Result<(usize, &'c [f32]), RunError> {
-        match self.tensor(name)? {
-            (&[rows, c], data) if c == cols => Ok((rows, data)),
-            (shape, _) => Err(self.shape_error(name, &[shape.first().copied().unwrap_or(0), cols], shape)),
+    /// The vector (or small tensor) `name`, of shape `expected`, dequantized to f32.
+    fn weight(&self, name: &str, expected: &[usize]) -> Result<Vec<f32>, RunError> {
+        let t = self.tensor(name)?;
+        if t.shape != expected {
+            return Err(self.shape_error(name, expected, &t.shape));
         }
+        t.to_f32().map_err(|e| self.data_error(t, name, e.to_string()))
+    }
+
+    /// The `[rows, cols]` tensor `t` (named `name`) as a matrix read in place.
+    fn as_matrix(&self, t: &'c Tensor, name: &str, rows: usize, cols: usize) -> Result<Matrix<'c>, RunError> {
+        Matrix::new(t.ty(), t.bytes(), rows, cols).map_err(|e| self.data_error(t, name, e.to_string()))
+    }
+
+    /// The matrix `name` of `cols` columns: its rows, and the matrix in place.
+    fn matrix(&self, name: &str, cols: usize) -> Result<(usize, Matrix<'c>), RunError> {
+        let t = self.tensor(name)?;
+        match t.shape[..] {
+            [rows, c] if c == cols => Ok((rows, self.as_matrix(t, name, rows, cols)?)),
+            _ => Err(self.shape_error(name, &[t.shape.first().copied().unwrap_or(0), cols], &t.shape)),
+        }
+    }
+
+    /// The matrix `name` of shape `[rows, cols]`, in place.
+    fn weight_matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Matrix<'c>, RunError> {
+        let t = self.tensor(name)?;
+        if t.shape != [rows, cols] {
+            return Err(self.shape_error(name, &[rows, cols], &t.shape));
+        }
+        self.as_matrix(t, name, rows, cols)
     }
 
     fn shape_error(&self, name: &str, expected: &[usize], found: &[usize]) -> RunError {
@@ -281,7 +302,7 @@ impl<'p, 'c> Check<'p, 'c> {
     }
 
     /// The vector `name` of `dim` values, when a name is given.
-    fn vector(&self, name: &Option<String>, dim: usize) -> Result<Option<&'c [f32]>, RunError> {
+    fn vector(&self, name: &Option<String>, dim: usize) -> Result<Option<Vec<f32>>, RunError> {
         name.as_deref().map(|n| self.weight(n, &[dim])).transpose()
     }
 }
@@ -423,11 +444,17 @@ fn resolve<'c, R: Real>(
     Ok(match command {
         Command::Embed { table, out } => {
             let out = ck.write(*out)?;
-            match ck.tensor(table)? {
-                (&[rows, cols], data) if rows == program.vocab => {
-                    Unit::Embed { table: data, out: ck.has_len(out, cols)? }
+            let t = ck.tensor(table)?;
+            match t.shape[..] {
+                [rows, cols] if rows == program.vocab => {
+                    let matrix = ck.as_matrix(t, table, rows, cols)?;
+                    Unit::Embed {
+                        table: matrix,
+                        row: zeros("the embedding row", Some(cols))?,
+                        out: ck.has_len(out, cols)?,
+                    }
                 }
-                (shape, _) => return Err(ck.shape_error(table, &[program.vocab, ck.len(out)], shape)),
+                _ => return Err(ck.shape_error(table, &[program.vocab, ck.len(out)], &t.shape)),
             }
         }
         Command::RmsNorm { x, weight, eps, out } => {
@@ -439,11 +466,13 @@ fn resolve<'c, R: Real>(
         Command::MatVec { weight, x, out } => {
             let x = ck.read(*x)?;
             let out = ck.write(*out)?;
-            match ck.tensor(weight)? {
-                (&[rows, cols], data) if cols == ck.len(x) => {
-                    Unit::MatVec { weight: data, x, out: ck.has_len(out, rows)? }
+            let t = ck.tensor(weight)?;
+            match t.shape[..] {
+                [rows, cols] if cols == ck.len(x) => {
+                    let matrix = ck.as_matrix(t, weight, rows, cols)?;
+                    Unit::MatVec { weight: matrix, x, out: ck.has_len(out, rows)? }
                 }
-                (shape, _) => return Err(ck.shape_error(weight, &[ck.len(out), ck.len(x)], shape)),
+                _ => return Err(ck.shape_error(weight, &[ck.len(out), ck.len(x)], &t.shape)),
             }
         }
         Command::MergedRows { weight, x, outs } => {
@@ -619,8 +648,8 @@ fn resolve<'c, R: Real>(
             let x = ck.read(*x)?;
             let h = ck.len(x);
             let (i, gate_w) = ck.matrix(gate, h)?;
-            let up = ck.weight(up, &[i, h])?;
-            let down = ck.weight(down, &[h, i])?;
+            let up = ck.weight_matrix(up, i, h)?;
+            let down = ck.weight_matrix(down, h, i)?;
             let out = ck.write_len(*out, h)?;
             Unit::SwiGlu {
                 x,

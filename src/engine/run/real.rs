@@ -4,14 +4,17 @@
 //! accumulation, the program's storage types); `f64` runs the very same code with f64 arithmetic,
 //! so that the check can judge the program's structure apart from its rounding; [`Shadowed`]
 //! runs both at once, value by value, so that the check can judge the engine's numerics without
-//! the rounding flips that separate two independent runs (`check::tolerance`). Weights stay the
-//! checkpoint's f32 values and widen exactly.
+//! the rounding flips that separate two independent runs (`check::tolerance`). Weights stay in
+//! their stored types; a matrix is read by [`Real::matvec`]: the engine's kernels
+//! ([`super::kernels::matvec`]) in f32, each row's exact dequantized values otherwise, so that every
+//! arithmetic reads the same weights.
 
 use std::cmp::Ordering;
 use std::fmt::Debug;
 use std::iter::Sum;
 use std::ops::{Add, AddAssign, Div, Mul, MulAssign, Neg, Sub};
 
+use super::kernels::{self, Matrix};
 use crate::engine::numerics::Storage;
 
 /// A floating-point type the engine's units compute in.
@@ -53,9 +56,20 @@ pub trait Real:
     {
         super::matvec::lanes(a, b)
     }
+    /// `out = m · x` for a matrix in its stored type, `x` of `m.cols()` values and `out` of
+    /// `m.rows()`, the rows over up to `threads` threads: each row's exact dequantized values
+    /// dotted with `x` by [`Real::dot`] ([`super::units::rows_matvec`]). The engine's f32 runs its
+    /// kernels instead.
+    fn matvec(m: &Matrix, x: &[Self], out: &mut [Self], threads: usize) {
+        super::units::rows_matvec(m, x, out, threads);
+    }
 }
 
 impl Real for f32 {
+    /// The engine's kernels: each block dequantized as it is read, accumulated in f32.
+    fn matvec(m: &Matrix, x: &[f32], out: &mut [f32], threads: usize) {
+        kernels::matvec(m, x, out, threads);
+    }
     fn of(x: f64) -> f32 {
         x as f32
     }
@@ -252,6 +266,19 @@ impl Real for Shadowed {
         Shadowed { lo: super::matvec::lanes(&alo, &blo), hi: super::matvec::lanes(&ahi, &bhi) }
     }
 
+    /// The engine's matvec (its kernels) on the engine's values, and the shadow's (each row's
+    /// exact dequantized values, in f64) on the shadow's: the engine's half is the f32 engine's
+    /// own arithmetic.
+    #[inline(never)]
+    fn matvec(m: &Matrix, x: &[Shadowed], out: &mut [Shadowed], threads: usize) {
+        let (lo, hi): (Vec<f32>, Vec<f64>) = x.iter().map(|v| (v.lo, v.hi)).unzip();
+        let (mut out_lo, mut out_hi) = (vec![0f32; out.len()], vec![0f64; out.len()]);
+        f32::matvec(m, &lo, &mut out_lo, threads);
+        f64::matvec(m, &hi, &mut out_hi, threads);
+        for ((o, lo), hi) in out.iter_mut().zip(out_lo).zip(out_hi) {
+            *o = Shadowed { lo, hi };
+        }
+    }
     #[inline(never)]
     fn of(x: f64) -> Shadowed {
         Shadowed { lo: x as f32, hi: x }

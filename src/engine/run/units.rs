@@ -1,13 +1,16 @@
 //! The engine's units, one function each, over plain slices.
 //!
 //! A unit computes in its [`Real`] (the engine: f32, with f32 accumulation; the check's exact run:
-//! f64) and reads weights as the checkpoint's f32 values. It writes its outputs unrounded; the
+//! f64). It reads matrices in place in their stored types ([`Matrix`], through [`Real::matvec`]:
+//! the engine's kernels for f32, each row's exact dequantized values for the other arithmetics)
+//! and small vectors as their f32 values. It writes its outputs unrounded; the
 //! runner keeps every buffer a unit writes as the buffer's storage says ([`Keep`]). What a unit
 //! stores itself (a conv window, a delta state, a KV cache) it keeps as that state's storage says.
 //! Lengths are the runner's to validate: a unit trusts that its slices have the lengths its
 //! command implies.
 
-use super::matvec::{dot, par_matvec};
+use super::kernels::Matrix;
+use super::matvec::{PARALLEL_VALUES, dot};
 use super::real::{Keep, Real};
 use super::state::{ConvWindow, DeltaState, KvCache};
 use crate::scalar;
@@ -32,12 +35,45 @@ pub fn store<R: Real>(keep: Keep, out: &mut [R]) {
     keep.keep_all(out);
 }
 
-/// `out = table[token]`, for a table of `out.len()` columns.
-pub fn embed<R: Real>(table: &[f32], token: usize, out: &mut [R]) {
-    let (start, n) = (token * out.len(), out.len());
-    for (o, &t) in out.iter_mut().zip(&table[start..start + n]) {
+/// `out = table[token]`, the row dequantized into `row` (scratch of the table's columns).
+pub fn embed<R: Real>(table: &Matrix, token: usize, row: &mut [f32], out: &mut [R]) {
+    table.dequantize_row(token, row);
+    for (o, &t) in out.iter_mut().zip(row.iter()) {
         *o = R::from(t);
     }
+}
+
+/// `out = m · x` read row by row: each row's exact dequantized values (f32) dotted with `x` by
+/// [`Real::dot`], the rows split over up to `threads` threads when `m` holds at least
+/// [`PARALLEL_VALUES`] values. It is [`Real::matvec`] for every arithmetic but the engine's own.
+pub fn rows_matvec<R: Real>(m: &Matrix, x: &[R], out: &mut [R], threads: usize) {
+    if x.is_empty() {
+        out.fill(R::default());
+        return;
+    }
+    let on_this_thread = |m: Matrix, out: &mut [R]| {
+        let mut row = vec![0f32; m.cols()];
+        for (r, o) in out.iter_mut().enumerate() {
+            m.dequantize_row(r, &mut row);
+            *o = dot(&row, x);
+        }
+    };
+    let rows = out.len();
+    if threads <= 1 || rows.saturating_mul(m.cols()) < PARALLEL_VALUES || rows < 2 {
+        return on_this_thread(*m, out);
+    }
+    let per = rows.div_ceil(threads);
+    std::thread::scope(|s| {
+        let mut parts = out.chunks_mut(per).enumerate();
+        let first = parts.next();
+        for (i, o) in parts {
+            let part = m.rows_range(i * per..i * per + o.len());
+            s.spawn(move || on_this_thread(part, o));
+        }
+        if let Some((_, o)) = first {
+            on_this_thread(m.rows_range(0..o.len()), o);
+        }
+    });
 }
 
 /// `out = x · rsqrt(mean(x²) + eps) · weight`.
@@ -65,21 +101,20 @@ fn l2_norm<R: Real>(x: &[R], scale: R, out: &mut [R]) {
 }
 
 /// `out = weight · x` (rows over `threads`).
-pub fn mat_vec<R: Real>(weight: &[f32], x: &[R], out: &mut [R], threads: usize) {
-    par_matvec(weight, x, out, threads);
+pub fn mat_vec<R: Real>(weight: &Matrix, x: &[R], out: &mut [R], threads: usize) {
+    R::matvec(weight, x, out, threads);
 }
 
 /// One pass over the rows of `weight` that `rows` has room for: `rows = weight[..rows.len()] · x`.
 /// The runner splits `rows` into the outputs' consecutive ranges.
-pub fn merged_rows<R: Real>(weight: &[f32], x: &[R], rows: &mut [R], threads: usize) {
-    let used = rows.len() * x.len();
-    par_matvec(&weight[..used], x, rows, threads);
+pub fn merged_rows<R: Real>(weight: &Matrix, x: &[R], rows: &mut [R], threads: usize) {
+    R::matvec(&weight.rows_range(0..rows.len()), x, rows, threads);
 }
 
 /// One pass over all rows of `weight`, `[heads·2·head_dim, in]`, into `rows`; then row `r` goes to
 /// head `r / (2·head_dim)`, half `(r / head_dim) % 2` (`first` or `second`), index `r % head_dim`.
 pub fn merged_head_halves<R: Real>(
-    weight: &[f32],
+    weight: &Matrix,
     head_dim: usize,
     x: &[R],
     rows: &mut [R],
@@ -87,7 +122,7 @@ pub fn merged_head_halves<R: Real>(
     second: &mut [R],
     threads: usize,
 ) {
-    par_matvec(weight, x, rows, threads);
+    R::matvec(weight, x, rows, threads);
     for (r, &value) in rows.iter().enumerate() {
         let (head, half, i) = (r / (2 * head_dim), (r / head_dim) % 2, r % head_dim);
         let to = if half == 0 { &mut *first } else { &mut *second };
@@ -298,20 +333,20 @@ pub fn sigmoid_gate<R: Real>(x: &[R], gate: &[R], out: &mut [R]) {
 #[allow(clippy::too_many_arguments)]
 pub fn swiglu<R: Real>(
     x: &[R],
-    gate: &[f32],
-    up: &[f32],
-    down: &[f32],
+    gate: &Matrix,
+    up: &Matrix,
+    down: &Matrix,
     hidden: &mut [R],
     up_x: &mut [R],
     out: &mut [R],
     threads: usize,
 ) {
-    par_matvec(gate, x, hidden, threads);
-    par_matvec(up, x, up_x, threads);
+    R::matvec(gate, x, hidden, threads);
+    R::matvec(up, x, up_x, threads);
     for (h, &u) in hidden.iter_mut().zip(up_x.iter()) {
         *h = silu(*h) * u;
     }
-    par_matvec(down, hidden, out, threads);
+    R::matvec(down, hidden, out, threads);
 }
 
 /// `out = residual + x`.

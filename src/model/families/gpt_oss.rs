@@ -10,9 +10,10 @@
 //! are split and transposed to `[E, I, H]`, and `down_proj [E, I, H]` is transposed to `[E, H, I]`,
 //! as llama.cpp's converter does.
 
+use super::Values;
 use super::{Builder, FamilyError, Fields, Source, no_delta_net, rope_of, sliding_layers};
 use crate::ir::RopeStyle;
-use crate::model::checkpoint::{Checkpoint, Tensor};
+use crate::model::checkpoint::Checkpoint;
 use crate::model::names::{self, layer as n};
 use crate::model::spec::{AttentionSpec, Constructs, Experts, Ffn, Mixer, ModelSpec, Routing, SlidingWindow};
 
@@ -123,16 +124,16 @@ pub fn checkpoint(spec: &ModelSpec, source: &mut Source) -> Result<Checkpoint, F
                 let (e, j, k) = (x / (i * h), x / h % i, x % h);
                 gate_up.data[e * h * 2 * i + k * 2 * i + 2 * j + half]
             });
-            b.put(&gg(weight), Tensor { shape: vec![count, i, h], data: w.collect() });
+            b.put(&gg(weight), Values { shape: vec![count, i, h], data: w.collect() });
             let bias_data = (0..count * i).map(|x| gate_up_bias.data[x / i * 2 * i + 2 * (x % i) + half]);
-            b.put(&gg(bias), Tensor { shape: vec![count, i], data: bias_data.collect() });
+            b.put(&gg(bias), Values { shape: vec![count, i], data: bias_data.collect() });
         }
         // Expert e's [I, H] down_proj, transposed to [H, I].
         let d = (0..count * h * i).map(|x| {
             let (e, r, k) = (x / (h * i), x / i % h, x % i);
             down.data[e * i * h + k * h + r]
         });
-        b.put(&gg(n::FFN_DOWN_EXPS), Tensor { shape: vec![count, h, i], data: d.collect() });
+        b.put(&gg(n::FFN_DOWN_EXPS), Values { shape: vec![count, h, i], data: d.collect() });
         b.put(&gg(n::FFN_DOWN_EXPS_BIAS), down_bias);
     }
     Ok(b.finish())

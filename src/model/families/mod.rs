@@ -14,6 +14,7 @@ mod fields;
 mod gemma3;
 mod gpt_oss;
 mod qwen3_5_moe;
+mod values;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ use super::hf::{LoadError, files};
 use super::layout::layout;
 use super::spec::{ModelSpec, RopeScaling, SpecError};
 use fields::Fields;
+pub use values::Values;
 
 /// Why a family's folder does not load.
 #[derive(Debug, thiserror::Error)]
@@ -124,9 +126,11 @@ fn check_layout(spec: &ModelSpec, checkpoint: &Checkpoint) -> Result<(), FamilyE
 }
 
 /// The tensors of a folder's safetensors, widened to f32, by HF name; a family takes the ones it
-/// reads, and what is left over is not part of the model.
+/// reads, and what is left over is not part of the model. (These families are the engine's
+/// refusals, which only the reference runs, on small fixtures: their transforms move and compute
+/// values in f32.)
 pub struct Source {
-    tensors: BTreeMap<String, Tensor>,
+    tensors: BTreeMap<String, Values>,
     /// The text model's prefix: `model.` or (in a multimodal wrapper) `model.language_model.`.
     prefix: &'static str,
 }
@@ -134,9 +138,9 @@ pub struct Source {
 impl Source {
     fn read(dir: &Path) -> Result<Source, FamilyError> {
         let mut tensors = BTreeMap::new();
-        files::for_each_tensor(dir, |path, name, view| {
+        files::for_each_tensor(dir, |path, name, view, _| {
             let data = files::widen(path, name, view)?;
-            tensors.insert(name.to_string(), Tensor { shape: view.shape().to_vec(), data });
+            tensors.insert(name.to_string(), Values { shape: view.shape().to_vec(), data });
             Ok(())
         })?;
         let prefix = if tensors.keys().any(|k| k.starts_with("model.language_model.")) {
@@ -154,13 +158,13 @@ impl Source {
 
     /// Takes the text model's tensor `name` (under the prefix) of shape `shape`; `tensor` names
     /// what it becomes, for errors.
-    pub fn take(&mut self, name: &str, shape: &[usize], tensor: &str) -> Result<Tensor, FamilyError> {
+    pub fn take(&mut self, name: &str, shape: &[usize], tensor: &str) -> Result<Values, FamilyError> {
         let hf = self.name(name);
         self.take_full(&hf, shape, tensor)
     }
 
     /// Takes the tensor of full HF name `hf`.
-    pub fn take_full(&mut self, hf: &str, shape: &[usize], tensor: &str) -> Result<Tensor, FamilyError> {
+    pub fn take_full(&mut self, hf: &str, shape: &[usize], tensor: &str) -> Result<Values, FamilyError> {
         let t = self
             .tensors
             .remove(hf)
@@ -241,12 +245,13 @@ impl<'s> Builder<'s> {
         for e in 0..count {
             data.extend(self.source.take(&hf(e), inner, tensor)?.data);
         }
-        self.put(tensor, Tensor { shape, data });
+        self.put(tensor, Values { shape, data });
         Ok(())
     }
 
-    pub fn put(&mut self, tensor: &str, t: Tensor) {
-        self.out.insert(tensor, t);
+    /// Canonical tensor `tensor`, of `t`'s values, stored as F32.
+    pub fn put(&mut self, tensor: &str, t: Values) {
+        self.out.insert(tensor, Tensor::f32(t.shape, &t.data));
     }
 
     pub fn finish(self) -> Checkpoint {

@@ -8,9 +8,10 @@
 //! one tensor per expert, are stacked into llama.cpp's `ffn_{gate,up,down}_exps`; the router is
 //! `ffn_gate_inp`, the shared expert `ffn_*_shexp` and its gate `ffn_gate_inp_shexp` (`[1, H]`).
 
+use super::Values;
 use super::{Builder, FamilyError, Fields, Source};
 use crate::ir::RopeStyle;
-use crate::model::checkpoint::{Checkpoint, Tensor};
+use crate::model::checkpoint::Checkpoint;
 use crate::model::hf::names::{Role, classify};
 use crate::model::names::{self, layer as n};
 use crate::model::spec::{AttentionSpec, Constructs, DeltaNetSpec, Experts, Mixer, ModelSpec};
@@ -113,7 +114,7 @@ pub fn checkpoint(spec: &ModelSpec, source: &mut Source) -> Result<Checkpoint, F
         let shape = b.shape(&gguf);
         let t = b.source().take_full(&hf, &rule.source_shape(&shape), &gguf)?;
         let data = rule.apply(t.data, &shape, &spec.delta_net);
-        b.put(&gguf, Tensor { shape, data });
+        b.put(&gguf, Values { shape, data });
     }
     Ok(b.finish())
 }

@@ -4,13 +4,17 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
+
+use memmap2::Mmap;
 
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 use serde_json::Value;
 
 use super::LoadError;
-use crate::model::checkpoint::Tensor;
+use crate::formats::gguf::GgmlType;
+use crate::model::checkpoint::{Bytes, Tensor};
 
 /// The single-file checkpoint's name.
 pub const SINGLE: &str = "model.safetensors";
@@ -23,14 +27,14 @@ pub const INDEX: &str = "model.safetensors.index.json";
 /// shard the index names.
 pub fn for_each_tensor(
     dir: &Path,
-    mut visit: impl FnMut(&Path, &str, &TensorView) -> Result<(), LoadError>,
+    mut visit: impl FnMut(&Path, &str, &TensorView, &Arc<Mmap>) -> Result<(), LoadError>,
 ) -> Result<(), LoadError> {
     let single = dir.join(SINGLE);
     if single.is_file() {
-        return with_file(&single, |path, st| {
+        return with_file(&single, |path, st, map| {
             let mut names = st.names();
             names.sort_unstable();
-            names.into_iter().try_for_each(|name| visit(path, name, &tensor(path, st, name)?))
+            names.into_iter().try_for_each(|name| visit(path, name, &tensor(path, st, name)?, map))
         });
     }
     let index_path = dir.join(INDEX);
@@ -41,13 +45,13 @@ pub fn for_each_tensor(
     let text = super::read_bounded(&index_path, super::MAX_CONFIG_BYTES)?;
     let shards = read_index(&index_path, text.as_bytes())?;
     for (file, names) in shards {
-        with_file(&dir.join(&file), |path, st| {
+        with_file(&dir.join(&file), |path, st, map| {
             names.iter().try_for_each(|name| {
                 let view = st.tensor(name).map_err(|_| LoadError::BadIndex {
                     path: index_path.clone(),
                     why: format!("it maps {name} to {file}, which does not hold it"),
                 })?;
-                visit(path, name, &view)
+                visit(path, name, &view, map)
             })
         })?;
     }
@@ -79,15 +83,19 @@ fn read_index(path: &Path, bytes: &[u8]) -> Result<BTreeMap<String, Vec<String>>
     Ok(shards)
 }
 
-/// Maps the safetensors file at `path`, checks its header, and hands it to `read`.
-fn with_file<T>(path: &Path, read: impl FnOnce(&Path, &SafeTensors) -> Result<T, LoadError>) -> Result<T, LoadError> {
+/// Maps the safetensors file at `path`, checks its header, and hands it to `read` with the map
+/// (which a tensor read in place keeps).
+fn with_file<T>(
+    path: &Path,
+    read: impl FnOnce(&Path, &SafeTensors, &Arc<Mmap>) -> Result<T, LoadError>,
+) -> Result<T, LoadError> {
     let io = |source| LoadError::Io { path: path.to_path_buf(), source };
     let file = File::open(path).map_err(io)?;
-    // SAFETY: the map is read-only and dropped before this function returns. Like every
-    // memory-mapped reader (transformers' included), the loader assumes no other process truncates
-    // or rewrites the checkpoint while it is being read.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-    read(path, &checked(path, &map)?)
+    // SAFETY: the map is read-only; the tensors read in place share it and keep it alive. Like
+    // every memory-mapped reader (transformers' included), the loader assumes no other process
+    // truncates or rewrites the checkpoint while it is mapped.
+    let map = Arc::new(unsafe { Mmap::map(&file) }.map_err(io)?);
+    read(path, &checked(path, &map)?, &map)
 }
 
 /// The safetensors file held in `bytes` (read from `path`), its header checked: every tensor ends
@@ -99,9 +107,9 @@ fn checked<'a>(path: &Path, bytes: &'a [u8]) -> Result<SafeTensors<'a>, LoadErro
 }
 
 /// Every tensor of the safetensors file held in `bytes`, in name order: its name, its shape and its
-/// values widened to f32, read as the loader reads each weight file of a folder (the header checked,
-/// then each tensor widened). `path` names the buffer in errors. It reads no spec, so it applies no
-/// transform; it is the loader's whole path through one file's bytes.
+/// bytes in their stored type (copied), read as the loader reads each weight file of a folder (the
+/// header checked, then each tensor's dtype). `path` names the buffer in errors. It reads no spec,
+/// so it applies no transform; it is the loader's whole path through one file's bytes.
 pub fn tensors_from_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<(String, Tensor)>, LoadError> {
     let st = checked(path, bytes)?;
     let mut names = st.names();
@@ -110,7 +118,8 @@ pub fn tensors_from_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<(String, Tens
         .into_iter()
         .map(|name| {
             let view = tensor(path, &st, name)?;
-            Ok((name.to_string(), Tensor { shape: view.shape().to_vec(), data: widen(path, name, &view)? }))
+            let ty = ggml_type(path, name, &view)?;
+            Ok((name.to_string(), Tensor::stored(view.shape().to_vec(), ty, Bytes::owned(view.data().to_vec()))))
         })
         .collect()
 }
@@ -167,6 +176,41 @@ fn dtype_bytes(name: &str) -> Option<u64> {
 
 fn tensor<'a>(path: &Path, st: &SafeTensors<'a>, name: &str) -> Result<TensorView<'a>, LoadError> {
     st.tensor(name).map_err(|e| LoadError::BadHeader { path: path.to_path_buf(), why: e.to_string() })
+}
+
+/// The ggml type a safetensors dtype is stored as, byte for byte: F32, F16 and BF16 (little-endian
+/// in both formats).
+pub fn ggml_type(path: &Path, name: &str, view: &TensorView) -> Result<GgmlType, LoadError> {
+    Ok(match view.dtype() {
+        Dtype::F32 => GgmlType::F32,
+        Dtype::F16 => GgmlType::F16,
+        Dtype::BF16 => GgmlType::BF16,
+        other => {
+            return Err(LoadError::UnsupportedDtype {
+                path: path.to_path_buf(),
+                tensor: name.to_string(),
+                dtype: format!("{other:?}"),
+            });
+        }
+    })
+}
+
+/// The tensor `view` of the mapped file `map`, in place, of shape `shape` (the view's, or the
+/// same values under another shape).
+pub fn in_place(
+    path: &Path,
+    name: &str,
+    view: &TensorView,
+    map: &Arc<Mmap>,
+    shape: Vec<usize>,
+) -> Result<Tensor, LoadError> {
+    let ty = ggml_type(path, name, view)?;
+    let data = view.data();
+    let start = (data.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
+    let bytes = Bytes::mapped(Arc::clone(map), start..start.wrapping_add(data.len()));
+    // A view of a safetensors file parsed from `map` lies inside it; were it not, copy it.
+    let bytes = bytes.filter(|b| b.as_slice().as_ptr() == data.as_ptr()).unwrap_or_else(|| Bytes::owned(data.to_vec()));
+    Ok(Tensor::stored(shape, ty, bytes))
 }
 
 /// The values of a tensor widened to f32: F32, F16 and BF16 are read, little-endian.

@@ -86,6 +86,24 @@ pub fn spec_of_hf_folder(dir: &Path) -> Result<ModelSpec, LoadError> {
     spec_from_config_json(&text, &name).map_err(|source| LoadError::Config { path, source })
 }
 
+/// The bytes of `dir`'s weight files: `model.safetensors`, or else every `*.safetensors` file.
+pub fn weight_file_bytes(dir: &Path) -> Result<u128, LoadError> {
+    let io = |path: &Path, source| LoadError::Io { path: path.to_path_buf(), source };
+    let size = |path: &Path| std::fs::metadata(path).map(|m| u128::from(m.len())).map_err(|e| io(path, e));
+    let single = dir.join(files::SINGLE);
+    if single.is_file() {
+        return size(&single);
+    }
+    let mut total = 0u128;
+    for entry in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
+        let path = entry.map_err(|e| io(dir, e))?.path();
+        if path.extension().is_some_and(|e| e == "safetensors") {
+            total += size(&path)?;
+        }
+    }
+    Ok(total)
+}
+
 /// The text of the file at `path`, refused unread when it holds more than `limit` bytes (a JSON
 /// tree takes several times its text).
 pub fn read_bounded(path: &Path, limit: u64) -> Result<String, LoadError> {
@@ -105,14 +123,36 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<String, LoadError> {
     Ok(text)
 }
 
+/// The tensor `t` (F32, F16 or BF16) with its values moved by `rule` (one that only moves them),
+/// in its stored type: each value's bytes are moved whole.
+fn moved(t: Tensor, rule: transform::Rule, shape: &[usize], d: &super::spec::DeltaNetSpec) -> Tensor {
+    fn move_as<const W: usize>(
+        bytes: &[u8],
+        rule: transform::Rule,
+        shape: &[usize],
+        d: &super::spec::DeltaNetSpec,
+    ) -> Vec<u8> {
+        let values: Vec<[u8; W]> = bytes.as_chunks::<W>().0.to_vec();
+        rule.permute(values, shape, d).into_iter().flatten().collect()
+    }
+    let bytes = match t.ty() {
+        crate::formats::gguf::GgmlType::F32 => move_as::<4>(t.bytes(), rule, shape, d),
+        _ => move_as::<2>(t.bytes(), rule, shape, d),
+    };
+    Tensor::stored(shape.to_vec(), t.ty(), super::checkpoint::Bytes::owned(bytes))
+}
+
 /// The canonical checkpoint of `dir`'s weights for `spec`: exactly the tensors of `layout(spec)`,
-/// each with its shape, read through the converter's transforms.
+/// each with its shape, read through the converter's transforms. A tensor the transforms leave as
+/// it is stays in place in its mapped file, in its stored type; one whose values they only move
+/// (the value heads tiled) is moved in its stored type; one whose values they compute (`1 + w`,
+/// `−exp(A_log)`, small vectors) is computed in f32 and stored as F32, as the converter does.
 pub fn checkpoint_from_hf_folder(dir: &Path, spec: &ModelSpec) -> Result<Checkpoint, LoadError> {
     spec.validate()?;
     let expected: BTreeMap<String, Vec<usize>> = layout(spec).into_iter().map(|t| (t.name, t.shape)).collect();
     let mut checkpoint = Checkpoint::default();
     let mut sources: BTreeMap<String, String> = BTreeMap::new();
-    files::for_each_tensor(dir, |path, hf, view| {
+    files::for_each_tensor(dir, |path, hf, view, map| {
         let unexpected = |why: String| LoadError::UnexpectedTensor { path: path.to_path_buf(), hf: hf.into(), why };
         let (tensor, rule) = match names::classify(hf) {
             Role::Skipped => return Ok(()),
@@ -135,8 +175,14 @@ pub fn checkpoint_from_hf_folder(dir: &Path, spec: &ModelSpec) -> Result<Checkpo
                 found: view.shape().to_vec(),
             });
         }
-        let data = rule.apply(files::widen(path, hf, view)?, shape, &spec.delta_net);
-        checkpoint.insert(tensor, Tensor { shape: shape.clone(), data });
+        let t = if rule == transform::Rule::Copy {
+            files::in_place(path, hf, view, map, shape.clone())?
+        } else if rule.computes() {
+            Tensor::f32(shape.clone(), &rule.apply(files::widen(path, hf, view)?, shape, &spec.delta_net))
+        } else {
+            moved(files::in_place(path, hf, view, map, shape.clone())?, rule, shape, &spec.delta_net)
+        };
+        checkpoint.insert(tensor, t);
         Ok(())
     })?;
     match expected.keys().find(|name| checkpoint.get(name).is_none()) {

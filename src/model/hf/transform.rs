@@ -35,20 +35,33 @@ impl Rule {
     /// The canonical values of an HF tensor whose canonical shape is `shape`. The values must be
     /// of [`Rule::source_shape`], and `d` a validated spec's Gated-DeltaNet sizes.
     pub fn apply(self, mut data: Vec<f32>, shape: &[usize], d: &DeltaNetSpec) -> Vec<f32> {
+        match self {
+            Rule::Norm => data.iter_mut().for_each(|w| *w += 1.0),
+            Rule::Decay => data.iter_mut().for_each(|a| *a = -a.exp()),
+            _ => {}
+        }
+        self.permute(data, shape, d)
+    }
+
+    /// Whether the rule computes new values (`1 + w`, `−exp(A_log)`), which are then stored as
+    /// F32 as the converter stores them, rather than only moving values, which keeps them in
+    /// their stored type.
+    pub fn computes(self) -> bool {
+        matches!(self, Rule::Norm | Rule::Decay)
+    }
+
+    /// The rule's moves alone (the value heads tiled), on values of any type: `apply` without its
+    /// arithmetic. The values must be of [`Rule::source_shape`].
+    pub fn permute<T: Copy>(self, mut data: Vec<T>, shape: &[usize], d: &DeltaNetSpec) -> Vec<T> {
         let (hk, hv) = (d.key_heads, d.value_heads);
-        let tile_from = |data: &mut [f32], start: usize| {
+        let tile_from = |data: &mut [T], start: usize| {
             let tiled = tile_value_heads(&data[start..], hk, hv);
             data[start..].copy_from_slice(&tiled);
         };
         let cols = shape.get(1).copied().unwrap_or(1);
         match self {
-            Rule::Copy => {}
-            Rule::Norm => data.iter_mut().for_each(|w| *w += 1.0),
-            Rule::Decay => {
-                data.iter_mut().for_each(|a| *a = -a.exp());
-                tile_from(&mut data, 0);
-            }
-            Rule::ValueRows => tile_from(&mut data, 0),
+            Rule::Copy | Rule::Norm => {}
+            Rule::Decay | Rule::ValueRows => tile_from(&mut data, 0),
             Rule::Conv | Rule::QkvValueRows => tile_from(&mut data, 2 * hk * d.key_dim * cols),
             Rule::ValueColumns => data.chunks_exact_mut(cols).for_each(|row| tile_from(row, 0)),
         }
