@@ -10,10 +10,12 @@
 //!
 //! - A weight is dequantized to exactly the f32 value the file format's decoder gives it
 //!   ([`GgmlType::decoder`], bit-exact with ggml's `dequantize_row_*`): the same operations in the
-//!   same order, never fused. Only the order in which the products `w·x` are summed differs between
-//!   the paths, so every path is within `2·γ_n·Σ|w·x|` of every other (`γ_n = n·u / (1 − n·u)`,
-//!   `u = 2⁻²⁴`, `n` the row length): each is within `γ_n·Σ|w·x|` of the exact sum, whatever its
-//!   order. Activations stay f32 (nothing is quantized to integers).
+//!   same order, never fused. Only the order in which the exact products `w·x` are summed differs
+//!   between the paths (Q8_0's SIMD path factors each block's exact `d` out of its sum: see
+//!   `q8_0.rs`), so every path is within `2·γ_n·Σ|w·x|` (plus `2⁻¹⁵⁰` per rounded product, for
+//!   underflow) of every other (`γ_n = n·u / (1 − n·u)`, `u = 2⁻²⁴`, `n` the row length): each is
+//!   within `γ_n·Σ|w·x|` of the exact sum, whatever its order. Activations stay f32 (nothing is
+//!   quantized to integers).
 //! - Each type family has a portable scalar path ([`Isa::Scalar`], which sums a row's products in
 //!   order, from the first value to the last) and, on x86-64 with AVX2 and FMA detected at run time
 //!   (once), a SIMD path ([`Isa::Avx2`]). `tests/kernels.rs` holds the scalar path to the decoder and
