@@ -21,6 +21,8 @@
 use std::arch::x86_64::*;
 
 #[cfg(target_arch = "x86_64")]
+use super::simd::f16_at as f16c_at;
+#[cfg(target_arch = "x86_64")]
 use super::simd::{Acc, by_batch, finish, fma, pointers, zero};
 
 /// Values per super-block.
@@ -40,9 +42,10 @@ fn scale_min(b: &[u8], s: usize) -> (u8, u8) {
     }
 }
 
-/// The f32 factors of each of a Q4_K/Q5_K block's 8 sub-blocks: `d · scale` and `dmin · min`.
-fn factors(block: &[u8]) -> [(f32, f32); 8] {
-    let (d, dmin) = (f16_at(block, 0), f16_at(block, 2));
+/// The f32 factors of each of a Q4_K/Q5_K block's 8 sub-blocks, `d · scale` and `dmin · min`, for
+/// the block's `d` and `dmin`.
+#[inline(always)]
+fn factors(block: &[u8], d: f32, dmin: f32) -> [(f32, f32); 8] {
     std::array::from_fn(|s| {
         let (sc, m) = scale_min(&block[4..16], s);
         (d * f32::from(sc), dmin * f32::from(m))
@@ -63,7 +66,7 @@ fn q45_scalar<const BYTES: usize>(fifth: bool, row: &[u8], xs: &[&[f32]], out: &
     for (x, o) in xs.iter().zip(out.iter_mut()) {
         let mut acc = -0.0f32;
         for (block, x) in row.chunks_exact(BYTES).zip(x.chunks_exact(QK)) {
-            let f = factors(block);
+            let f = factors(block, f16_at(block, 0), f16_at(block, 2));
             let (qh, qs) = (&block[16..48], &block[qs_at..]);
             for (v, x) in x.iter().enumerate() {
                 let (c, s, i) = (v / 64, v / 32, v % 32);
@@ -138,7 +141,8 @@ pub(super) unsafe fn q4_k_avx2(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
         let mut acc: Acc<B, L> = unsafe { zero() };
         let nibble = _mm256_set1_epi32(15);
         for (k, block) in blocks.iter().enumerate() {
-            let f = factors(block);
+            // SAFETY: the instruction sets are this function's.
+            let f = factors(block, unsafe { f16c_at(block, 0) }, unsafe { f16c_at(block, 2) });
             for c in 0..4 {
                 let (lo_scale, lo_min) = (_mm256_set1_ps(f[2 * c].0), _mm256_set1_ps(f[2 * c].1));
                 let (hi_scale, hi_min) = (_mm256_set1_ps(f[2 * c + 1].0), _mm256_set1_ps(f[2 * c + 1].1));
@@ -180,7 +184,8 @@ pub(super) unsafe fn q5_k_avx2(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
         let mut acc: Acc<B, L> = unsafe { zero() };
         let (nibble, one) = (_mm256_set1_epi32(15), _mm256_set1_epi32(1));
         for (k, block) in blocks.iter().enumerate() {
-            let f = factors(block);
+            // SAFETY: the instruction sets are this function's.
+            let f = factors(block, unsafe { f16c_at(block, 0) }, unsafe { f16c_at(block, 2) });
             for c in 0..4 {
                 let (lo_scale, lo_min) = (_mm256_set1_ps(f[2 * c].0), _mm256_set1_ps(f[2 * c].1));
                 let (hi_scale, hi_min) = (_mm256_set1_ps(f[2 * c + 1].0), _mm256_set1_ps(f[2 * c + 1].1));
@@ -226,7 +231,8 @@ pub(super) unsafe fn q6_k_avx2(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
         let mut acc: Acc<B, L> = unsafe { zero() };
         let (nibble, two, middle) = (_mm256_set1_epi32(15), _mm256_set1_epi32(3), _mm256_set1_epi32(32));
         for (k, block) in blocks.iter().enumerate() {
-            let d = f16_at(block, 208);
+            // SAFETY: the instruction sets are this function's.
+            let d = unsafe { f16c_at(block, 208) };
             let scale: [f32; 16] = std::array::from_fn(|s| d * f32::from(block[192 + s] as i8));
             for h in 0..2 {
                 for g in 0..4 {

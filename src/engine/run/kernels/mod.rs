@@ -10,10 +10,12 @@
 //!
 //! - A weight is dequantized to exactly the f32 value the file format's decoder gives it
 //!   ([`GgmlType::decoder`], bit-exact with ggml's `dequantize_row_*`): the same operations in the
-//!   same order, never fused. Only the order in which the products `w·x` are summed differs between
-//!   the paths, so every path is within `2·γ_n·Σ|w·x|` of every other (`γ_n = n·u / (1 − n·u)`,
-//!   `u = 2⁻²⁴`, `n` the row length): each is within `γ_n·Σ|w·x|` of the exact sum, whatever its
-//!   order. Activations stay f32 (nothing is quantized to integers).
+//!   same order, never fused. Only the order in which the exact products `w·x` are summed differs
+//!   between the paths (Q8_0's SIMD path factors each block's exact `d` out of its sum: see
+//!   `q8_0.rs`), so every path is within `2·γ_n·Σ|w·x|` (plus `2⁻¹⁵⁰` per rounded product, for
+//!   underflow) of every other (`γ_n = n·u / (1 − n·u)`, `u = 2⁻²⁴`, `n` the row length): each is
+//!   within `γ_n·Σ|w·x|` of the exact sum, whatever its order. Activations stay f32 (nothing is
+//!   quantized to integers).
 //! - Each type family has a portable scalar path ([`Isa::Scalar`], which sums a row's products in
 //!   order, from the first value to the last) and, on x86-64 with AVX2 and FMA detected at run time
 //!   (once), a SIMD path ([`Isa::Avx2`]). `tests/kernels.rs` holds the scalar path to the decoder and
@@ -62,7 +64,7 @@ impl<'w> Matrix<'w> {
             (Some(_), Some((n, b))) => (n as usize, b as usize),
             _ => return Err(KernelError::Unsupported(ty)),
         };
-        if cols % block != 0 {
+        if !cols.is_multiple_of(block) {
             return Err(KernelError::PartialBlock { ty, cols, block });
         }
         let row_bytes = cols / block * block_bytes;
@@ -194,6 +196,20 @@ pub fn matmat(m: &Matrix, xs: &[f32], batch: usize, outs: &mut [f32], threads: u
 /// [`matmat`] on the path `isa` (for tests and benchmarks): [`Isa::Avx2`] where it is not
 /// [`detected`] runs the scalar path.
 pub fn matmat_on(isa: Isa, m: &Matrix, xs: &[f32], batch: usize, outs: &mut [f32], threads: usize) {
+    matmat_with(isa, threads::DEFAULT, m, xs, batch, outs, threads)
+}
+
+/// [`matmat_on`] with the rows split over threads by `split` (for the benchmark that chose
+/// [`threads::DEFAULT`]).
+pub fn matmat_with(
+    isa: Isa,
+    split: threads::Strategy,
+    m: &Matrix,
+    xs: &[f32],
+    batch: usize,
+    outs: &mut [f32],
+    threads: usize,
+) {
     assert_eq!(xs.len(), batch * m.cols, "xs must be batch × cols");
     assert_eq!(outs.len(), batch * m.rows, "outs must be batch × rows");
     if batch == 0 || m.rows == 0 {
@@ -202,7 +218,7 @@ pub fn matmat_on(isa: Isa, m: &Matrix, xs: &[f32], batch: usize, outs: &mut [f32
     let isa = if isa == Isa::Avx2 && detected() != Isa::Avx2 { Isa::Scalar } else { isa };
     let xs: Vec<&[f32]> = if m.cols == 0 { vec![&[]; batch] } else { xs.chunks_exact(m.cols).collect() };
     let mut outs: Vec<&mut [f32]> = outs.chunks_exact_mut(m.rows).collect();
-    threads::over_rows(m, &xs, &mut outs, threads, &|part, xs, outs| rows(isa, part, xs, outs));
+    threads::over_rows_with(split, m, &xs, &mut outs, threads, &|part, xs, outs| rows(isa, part, xs, outs));
 }
 
 /// `outs[b][r] = m.row(r) · xs[b]` for every row of `m` (a part of a matrix) on this thread.

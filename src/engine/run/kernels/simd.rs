@@ -56,10 +56,7 @@ pub(super) unsafe fn finish<const B: usize, const L: usize>(acc: &Acc<B, L>, out
     for (b, o) in out.iter_mut().enumerate().take(B) {
         // SAFETY: the caller has AVX; the lanes are read from a register.
         unsafe {
-            let mut v = acc[b][0];
-            for l in 1..L {
-                v = _mm256_add_ps(v, acc[b][l]);
-            }
+            let v = acc[b][1..].iter().fold(acc[b][0], |v, a| _mm256_add_ps(v, *a));
             let four = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
             let two = _mm_add_ps(four, _mm_movehl_ps(four, four));
             let one = _mm_add_ss(two, _mm_shuffle_ps::<0b01>(two, two));
@@ -98,3 +95,15 @@ macro_rules! by_batch {
     };
 }
 pub(super) use by_batch;
+
+/// The little-endian f16 at `b[at..at + 2]`, widened (exactly) by F16C, in registers: the scalar
+/// widening of the `half` crate is a call, which would spill every accumulator once per block.
+///
+/// # Safety
+/// F16C is available.
+#[inline(always)]
+pub(super) unsafe fn f16_at(b: &[u8], at: usize) -> f32 {
+    let bits = u16::from_le_bytes([b[at], b[at + 1]]);
+    // SAFETY: the caller's F16C; the value is in a register.
+    unsafe { _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits)))) }
+}

@@ -32,7 +32,7 @@ pub const PARALLEL_BYTES: usize = 64 << 10;
 pub type Part<'a> = dyn Fn(&Matrix, &[&[f32]], &mut [&mut [f32]]) + Sync + 'a;
 
 /// The persistent workers: one fewer than the machine's cores (the calling thread is the last).
-fn pool() -> &'static rayon::ThreadPool {
+pub(crate) fn pool() -> &'static rayon::ThreadPool {
     static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
     POOL.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
