@@ -1,9 +1,7 @@
 //! The batched engine interpreter: runs a slot plan on a pool of engine states.
 //!
-//! It is `engine::run`'s per-sequence machinery, one state per slot: the pool holds a
-//! [`RunnerState`] per slot, and a row's step swaps its slot's state into one [`EngineRunner`]
-//! (moves, not copies), steps it, and swaps it back. Padding rows run on a fresh scratch state.
-//! It does not use the reference interpreter.
+//! It is `engine::run`'s machinery, one state per slot: the pool holds a [`RunnerState`] per slot.
+//! Padding rows run on a fresh scratch state. It does not use the reference interpreter.
 //!
 //! Each storage keeps up to `snapshots` earlier states (whole copies, newest first), taken before
 //! each of its rows; a restore by `n` takes the `n`-th back. (For a KV cache a truncation would do;
@@ -12,9 +10,11 @@
 //!
 //! A step whose rows share no storage (and address conv windows by slot) runs as one batched step
 //! of the engine ([`EngineRunner::step_batch`]): each weight is read once for all rows, and each
-//! row computes what its single step would. A step whose rows share storage (a fork that shared, or
-//! conv windows addressed by row) runs its rows one after another, the order the plan's semantics
-//! give, since a later row must see what an earlier one wrote.
+//! row computes what its single step would, to the kernels' summation order. A step whose rows
+//! share storage (a fork that shared, or conv windows addressed by row) runs its rows one after
+//! another, the order the plan's semantics give, since a later row must see what an earlier one
+//! wrote: each row's state is swapped into one [`EngineRunner`] (moves, not copies), stepped, and
+//! swapped back.
 
 use std::collections::VecDeque;
 
