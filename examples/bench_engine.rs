@@ -1,4 +1,10 @@
-//! The engine's matvec against memory streaming: `cargo run --release --example bench_engine`.
+//! The engine's matvec against memory streaming: `cargo run --release --example bench_engine`;
+//! and the engine's decode step on a GGUF file: `… --example bench_engine -- FILE.gguf [STEPS]`.
+//!
+//! With a file: the model and its checkpoint read from it (weights in place, in their stored
+//! types), the step lowered at f32 numerics and run on 2 threads, one warm-up step, then the median
+//! of `STEPS` (default 16) steps in ms, printed as one JSON line `{"median_ms": …, "steps": …}`
+//! (`reference/bench_llama_cpp.py` reads it).
 //!
 //! For the head of Qwen3.5-0.8B (`[248320, 1024]`, the largest matrix of a step) and its FFN
 //! matrices (`[3584, 1024]`: one, which stays in cache between runs, and 24 distinct ones in turn,
@@ -7,6 +13,8 @@
 //! figures go in docs/PERFORMANCE.md.
 
 use stepcheck::engine::run::bench::{MatVecTiming, matvec_vs_stream};
+use stepcheck::engine::{EngineRunner, Numerics, lower::lower_graph, shim::EngineShim};
+use stepcheck::model::{author::decode_step, gguf::load_gguf};
 
 /// Runs per median.
 const RUNS: usize = 10;
@@ -32,7 +40,37 @@ fn report(name: &str, t: &MatVecTiming) {
     );
 }
 
+/// The median ms of `steps` decode steps of the model in the GGUF file `path`, on 2 threads.
+fn step_of_file(path: &str, steps: usize) -> Result<f64, Box<dyn std::error::Error>> {
+    let (spec, ckpt) = load_gguf(path)?;
+    let program = lower_graph(&EngineShim::default().prepare(&decode_step(&spec)?), Numerics::F32)?;
+    let mut engine = EngineRunner::new(&program, &ckpt, steps + 2)?.with_threads(2);
+    engine.step(1)?;
+    let mut times = vec![];
+    let mut token = 1u32;
+    for _ in 0..steps {
+        token = (token * 31 + 7) % 1000;
+        let start = std::time::Instant::now();
+        std::hint::black_box(engine.step(token)?);
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(path) = args.first() {
+        let steps = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(16);
+        match step_of_file(path, steps) {
+            Ok(ms) => println!("{{\"median_ms\": {ms:.3}, \"steps\": {steps}}}"),
+            Err(e) => {
+                eprintln!("{path}: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     let x: Vec<f32> = (0..1024).map(|i| ((i % 13) as f32 - 6.0) / 8.0).collect();
     println!("medians of {RUNS} runs, f32 weights\n");
     println!("| matrix | threads | matvec | stream (sum) | matvec / stream |");

@@ -5,14 +5,16 @@
 use std::collections::BTreeMap;
 
 use stepcheck::batch::check::{BatchVerdict, check};
-use stepcheck::batch::r#gen::{BatchCase, CaseFile, KINDS, Mutation, MutationKind, Outcome, draw_case, judge};
+use stepcheck::batch::r#gen::{BatchCase, CaseFile, Judged, KINDS, Mutation, MutationKind, Outcome, draw_case, judge};
 use stepcheck::batch::plan::lower_schedule;
+use stepcheck::batch::prove::SlotVerdict;
 use stepcheck::batch::schedule::Schedule;
 use stepcheck::batch::{BatchProgram, StateIndex};
 use stepcheck::engine::{Numerics, Program, lower::lower_graph, shim::EngineShim};
 use stepcheck::r#gen::draw::seeded_bytes;
 use stepcheck::ir::Graph;
 use stepcheck::model::{Checkpoint, author::decode_step, presets, random::random_checkpoint};
+use stepcheck::prove::prove;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -104,83 +106,137 @@ fn a_pool_without_room_is_refused_by_name() -> Result<()> {
     Ok(())
 }
 
-/// The outcome of a judged case as the tally counts it: `refused <name>`, `witness` or `agree`.
-fn label(o: &Outcome) -> String {
-    match o {
-        Outcome::Refused(name) => format!("refused {name}"),
-        Outcome::Agree => "agree".into(),
-        Outcome::Disagree { .. } => "witness".into(),
-        Outcome::Inconclusive => "inconclusive".into(),
-    }
+/// The outcome of a judged case as the tally counts it: `refused <name>`, or the slot proof's word
+/// and the interpreters' (`refuted/witness`, `proved/agree`, `inconclusive/witness`, …).
+fn label(j: &Judged) -> String {
+    let check = match &j.actual {
+        Outcome::Refused(name) => return format!("refused {name}"),
+        Outcome::Agree => "agree",
+        Outcome::Disagree { .. } => "witness",
+        Outcome::Inconclusive => "inconclusive",
+    };
+    format!("{}/{check}", j.proof.as_ref().map_or("unproved", |p| p.word()))
 }
 
-/// What each mutation kind must come to: the refusals it may get (by name), whether the
-/// interpreters must catch it somewhere with a witness, and whether it may be harmless on some
-/// schedule (the symbolic run proves every row still reads its own sequence's state, and the
-/// interpreters agree). A kind must occur, and must be caught (refused or witnessed) at least once.
-const KIND_OUTCOMES: [(MutationKind, &[&str], bool, bool); 9] = [
+/// What each mutation kind must come to over the generated cases, as `label`s: every outcome it
+/// may have (a refusal by name; the slot proof's verdict with the interpreters'), and the outcomes
+/// it must have at least once. A kind must occur; no kind may be proved and caught by the check,
+/// or refuted and agreed with.
+const KIND_OUTCOMES: [(MutationKind, &[&str], &[&str]); 9] = [
     (
         MutationKind::SlotOffByOne,
-        &["reads-unclaimed-slot", "reads-freed-slot", "slot-twice-in-step", "restore-beyond-snapshots"],
-        true,
-        true,
+        &[
+            "refused reads-unclaimed-slot",
+            "refused reads-freed-slot",
+            "refused slot-twice-in-step",
+            "refused restore-beyond-snapshots",
+            "refuted/witness",
+            "proved/agree",
+        ],
+        &["refuted/witness"],
     ),
-    (MutationKind::ResetSkipped, &[], true, true),
-    (MutationKind::ReadFreedSlot, &["reads-freed-slot"], false, false),
-    (MutationKind::ForkShares, &[], true, true),
-    (MutationKind::ForkSkipsCopy, &["restore-beyond-snapshots"], true, true),
-    (MutationKind::RollbackWrongSnapshot, &["restore-beyond-snapshots"], true, true),
-    (MutationKind::PaddingWrites, &["reads-unclaimed-slot", "reads-freed-slot", "slot-twice-in-step"], true, true),
-    (MutationKind::ConvByRow, &[], true, true),
-    (MutationKind::ClaimLiveSlot, &["claim-of-live-slot"], false, false),
+    (MutationKind::ResetSkipped, &["refuted/witness", "proved/agree"], &["refuted/witness"]),
+    (MutationKind::ReadFreedSlot, &["refused reads-freed-slot"], &["refused reads-freed-slot"]),
+    (MutationKind::ForkShares, &["refuted/witness", "proved/agree"], &["refuted/witness"]),
+    (
+        MutationKind::ForkSkipsCopy,
+        &[
+            "refused restore-beyond-snapshots",
+            "refuted/witness",
+            "inconclusive/witness",
+            "inconclusive/agree",
+            "proved/agree",
+        ],
+        &["refuted/witness", "inconclusive/witness"],
+    ),
+    (
+        MutationKind::RollbackWrongSnapshot,
+        &["refused restore-beyond-snapshots", "refuted/witness", "proved/agree"],
+        &["refuted/witness"],
+    ),
+    (
+        MutationKind::PaddingWrites,
+        &[
+            "refused reads-unclaimed-slot",
+            "refused reads-freed-slot",
+            "refused slot-twice-in-step",
+            "refuted/witness",
+            "proved/agree",
+        ],
+        &["refuted/witness"],
+    ),
+    (
+        MutationKind::ConvByRow,
+        &["refuted/witness", "inconclusive/witness", "inconclusive/agree", "proved/agree"],
+        &["refuted/witness"],
+    ),
+    (MutationKind::ClaimLiveSlot, &["refused claim-of-live-slot"], &["refused claim-of-live-slot"]),
 ];
 
 #[test]
 fn generated_schedules_and_mutations_get_the_outcomes_they_must_have() -> Result<()> {
     let (graph, program, checkpoint) = tiny()?;
+    let spec = presets::preset("tiny").ok_or("no tiny preset")?;
+    // The one-sequence step is proved once: it is the same program in every slot.
+    let step = prove(&decode_step(&spec)?, &graph, &program);
+    assert!(step.is_proved(), "{step}");
     let mut tally: BTreeMap<(Option<MutationKind>, String), usize> = BTreeMap::new();
     for seed in 0..cases() as u64 {
         let bytes = seeded_bytes(seed, 256);
         let case: BatchCase = draw_case(&bytes, &program);
         let j = judge(&graph, &program, &checkpoint, &case)?;
+        let what = || {
+            format!(
+                "seed {seed}, mutation {:?}\n{}verdict: {}",
+                case.mutation.map(|m| m.to_string()),
+                case.schedule,
+                j.verdict
+            )
+        };
         // The interpreters give exactly the outcome validation and the symbolic run predict: a
         // witness names the sequence and the step where it first reads a state not its own.
-        assert_eq!(
-            j.actual,
-            j.expected,
-            "seed {seed}, mutation {:?}\n{}verdict: {}",
-            case.mutation.map(|m| m.to_string()),
-            case.schedule,
-            j.verdict
-        );
+        assert_eq!(j.actual, j.expected, "{}", what());
         if case.mutation.is_none() {
             let want = case.refusal.map_or(Outcome::Agree, Outcome::Refused);
             assert_eq!(j.actual, want, "seed {seed}: an unmutated schedule\n{}", case.schedule);
+            if case.refusal.is_none() {
+                assert!(matches!(j.proof, Some(SlotVerdict::Proved { .. })), "{}: {:?}", what(), j.proof);
+            }
         }
         if let (Outcome::Disagree { seq, step }, BatchVerdict::Disagree(w)) = (&j.actual, &j.verdict) {
             assert_eq!((w.seq, w.step), (*seq, *step), "seed {seed}: the witness names the sequence and step");
         }
-        *tally.entry((case.mutation.map(|m| m.kind()), label(&j.actual))).or_default() += 1;
+        // The proof and the interpreters never contradict each other: a proved plan agrees; a
+        // refuted one is caught, at the proof's sequence and step unless an undecided difference
+        // came first.
+        match &j.proof {
+            Some(SlotVerdict::Proved { .. }) => assert_eq!(j.actual, Outcome::Agree, "proved: {}", what()),
+            Some(p @ SlotVerdict::Refuted { undecided_before, .. }) => {
+                assert!(matches!(j.actual, Outcome::Disagree { .. }), "refuted, not caught: {p}\n{}", what());
+                if !undecided_before {
+                    let (seq, step) = p.refuted_at().ok_or("a refutation names where")?;
+                    assert_eq!(j.actual, Outcome::Disagree { seq, step }, "{p}\n{}", what());
+                }
+            }
+            Some(SlotVerdict::Inconclusive { .. }) => {}
+            None => assert!(matches!(j.actual, Outcome::Refused(_)), "unproved: {}", what()),
+        }
+        *tally.entry((case.mutation.map(|m| m.kind()), label(&j))).or_default() += 1;
     }
     eprintln!("{tally:?}");
     assert_eq!(KIND_OUTCOMES.map(|k| k.0), KINDS, "every kind has its expected outcomes");
-    for (kind, refusals, witness, harmless) in KIND_OUTCOMES {
+    for (kind, allowed, must) in KIND_OUTCOMES {
         let seen: Vec<(&str, usize)> =
             tally.iter().filter(|((m, _), _)| *m == Some(kind)).map(|((_, l), n)| (l.as_str(), *n)).collect();
         assert!(!seen.is_empty(), "{} never drawn in {} cases", kind.name(), cases());
         for (l, _) in &seen {
-            let allowed = refusals.iter().any(|r| l.strip_prefix("refused ") == Some(r))
-                || (witness && *l == "witness")
-                || (harmless && *l == "agree");
-            assert!(allowed, "{}: outcome `{l}` is not one it may have: {seen:?}", kind.name());
+            assert!(allowed.contains(l), "{}: outcome `{l}` is not one it may have: {seen:?}", kind.name());
         }
-        let caught = |l: &str| l == "witness" || l.starts_with("refused ");
-        assert!(seen.iter().any(|(l, _)| caught(l)), "{} never caught: {seen:?}", kind.name());
-        if witness {
-            assert!(seen.iter().any(|(l, _)| *l == "witness"), "{} never witnessed: {seen:?}", kind.name());
+        for m in must {
+            assert!(seen.iter().any(|(l, _)| l == m), "{}: never `{m}` in {} cases: {seen:?}", kind.name(), cases());
         }
     }
-    assert!(tally.get(&(None, "agree".into())).is_some_and(|&n| n > 0), "no clean schedule agreed");
+    assert!(tally.get(&(None, "proved/agree".into())).is_some_and(|&n| n > 0), "no clean schedule proved");
     assert!(
         tally.contains_key(&(None, "refused rollback-beyond-snapshots".into())),
         "no rollback past the snapshots drawn"
@@ -231,6 +287,17 @@ fn the_batch_corpus_replays() -> Result<()> {
         assert_eq!(j.actual.to_string(), file.expect, "{name}: {}", j.verdict);
         if file.mutation.is_some() {
             assert_eq!(j.expected.to_string(), file.expect, "{name}: validation and the symbolic run");
+        }
+        // The slot proof never contradicts the interpreters: proved where they agree, refuted at
+        // their sequence and step where they disagree; undecided (a slot whose storage was never
+        // zeroed or copied: modular #6681's fork) leaves the catch to them.
+        match (&j.proof, &j.actual) {
+            (None, Outcome::Refused(_)) | (Some(SlotVerdict::Proved { .. }), Outcome::Agree) => {}
+            (Some(SlotVerdict::Inconclusive { .. }), Outcome::Disagree { .. }) => {}
+            (Some(p @ SlotVerdict::Refuted { .. }), Outcome::Disagree { seq, step }) => {
+                assert_eq!(p.refuted_at(), Some((*seq, *step)), "{name}: {p}")
+            }
+            (p, o) => panic!("{name}: the proof {p:?} against the interpreters' {o}"),
         }
     }
     Ok(())

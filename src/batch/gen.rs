@@ -16,6 +16,7 @@ use std::str::FromStr;
 
 use super::check::{BatchVerdict, check_lowered};
 use super::plan::{Lowered, SlotOp, lower_schedule};
+use super::prove::{SlotVerdict, prove_slots};
 use super::schedule::{Event, Schedule, ScheduleParseError, Seq};
 use super::shadow::{Finding, follow};
 use super::{BatchProgram, StateIndex};
@@ -505,16 +506,19 @@ pub enum JudgeError {
     Check(#[from] CheckError),
 }
 
-/// A judged case: the outcome it must have and the one the check gave (with its verdict).
+/// A judged case: the outcome it must have, the one the check gave (with its verdict), and the
+/// slot induction's verdict ([`super::prove::prove_slots`]; `None` when the schedule or the plan
+/// is refused, so there is nothing to prove).
 #[derive(Clone, Debug)]
 pub struct Judged {
     pub expected: Outcome,
     pub actual: Outcome,
     pub verdict: BatchVerdict,
+    pub proof: Option<SlotVerdict>,
 }
 
 /// Judges a case: its expected outcome (the generator's refusal, else validation and the symbolic
-/// run of the mutated plan), and the batched check's.
+/// run of the mutated plan), the slot induction's proof of the valid plan, and the batched check's.
 pub fn judge(
     graph: &Graph,
     program: &Program,
@@ -527,7 +531,7 @@ pub fn judge(
         Err(e) => {
             let verdict = BatchVerdict::Refused(e);
             let expected = case.refusal.map_or(Outcome::Agree, Outcome::Refused);
-            return Ok(Judged { expected, actual: Outcome::of(&verdict), verdict });
+            return Ok(Judged { expected, actual: Outcome::of(&verdict), verdict, proof: None });
         }
     };
     if let Some(m) = case.mutation
@@ -539,8 +543,9 @@ pub fn judge(
         Some(name) => Outcome::Refused(name),
         None => expected(&pool, &lowered),
     };
+    let proof = lowered.plan.validate(&pool).is_ok().then(|| prove_slots(&pool, &lowered));
     let verdict = check_lowered(graph, &pool, checkpoint, &lowered)?;
-    Ok(Judged { expected, actual: Outcome::of(&verdict), verdict })
+    Ok(Judged { expected, actual: Outcome::of(&verdict), verdict, proof })
 }
 
 /// A batched case file (`tests/corpus_batch/*.case`): `#` comments (what the case caught, in

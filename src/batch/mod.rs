@@ -10,16 +10,17 @@
 //! steps whose rows each name a slot), and [`plan::SlotPlan::validate`] refuses by name what no
 //! engine may do (a row on a freed slot, a claim of a live one, a rollback past the snapshots).
 //!
-//! Two checks judge a plan, in the manner of the single-sequence gate: [`shadow`] follows, for every
-//! slot, which computation its state holds (the slot half of the proof: the induction over steps,
-//! per slot), and [`check`] runs the plan on the engine interpreter ([`run`]) and each sequence
-//! alone on the reference interpreter. The per-step half of the proof (that one slot's step is the
-//! graph's step) is the prover's, which this stage does not import yet: a proved program and a
-//! shadow that finds every row on its own sequence's state together prove the batch.
+//! Three judges: [`prove`] proves a plan (the prover's one-sequence step, then the induction over
+//! the plan's operations, per slot and per state: every row reads its own sequence's state);
+//! [`shadow`] follows, for every slot, which computation its state holds in the engine
+//! interpreter's exact order of effects (its pool starting zeroed), which predicts the interpreters'
+//! outcome; and [`check`] runs the plan on the engine interpreter ([`run`]) and each sequence alone
+//! on the reference interpreter.
 
 pub mod check;
 pub mod r#gen;
 pub mod plan;
+pub mod prove;
 pub mod run;
 pub mod schedule;
 pub mod shadow;

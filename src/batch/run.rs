@@ -1,24 +1,26 @@
 //! The batched engine interpreter: runs a slot plan on a pool of engine states.
 //!
-//! It is `engine::run`'s per-sequence machinery, one state per slot: the pool holds a
-//! [`RunnerState`] per slot, and a row's step swaps its slot's state into one [`EngineRunner`]
-//! (moves, not copies), steps it, and swaps it back. Padding rows run on a fresh scratch state.
-//! It does not use the reference interpreter.
+//! It is `engine::run`'s machinery, one state per slot: the pool holds a [`RunnerState`] per slot.
+//! Padding rows run on a fresh scratch state. It does not use the reference interpreter.
 //!
 //! Each storage keeps up to `snapshots` earlier states (whole copies, newest first), taken before
 //! each of its rows; a restore by `n` takes the `n`-th back. (For a KV cache a truncation would do;
 //! for a recurrent state only a copy can.) A slot names a storage: its own, or after a
 //! [`SlotOp::Share`] another slot's.
 //!
-//! Rows run one after another, so a step of `B` rows reads each weight `B` times. An engine that
-//! reads each weight once per step runs one matvec over `B` vectors; `engine::run`'s units take one
-//! vector, and changing that is left to the speed work (docs/PERFORMANCE.md).
+//! A step whose rows share no storage (and address conv windows by slot) runs as one batched step
+//! of the engine ([`EngineRunner::step_batch`]): each weight is read once for all rows, and each
+//! row computes what its single step would, to the kernels' summation order. A step whose rows
+//! share storage (a fork that shared, or conv windows addressed by row) runs its rows one after
+//! another, the order the plan's semantics give, since a later row must see what an earlier one
+//! wrote: each row's state is swapped into one [`EngineRunner`] (moves, not copies), stepped, and
+//! swapped back.
 
 use std::collections::VecDeque;
 
-use super::plan::{SlotOp, SlotPlan};
+use super::plan::{Row, SlotOp, SlotPlan};
 use super::{BatchError, BatchProgram, StateIndex};
-use crate::engine::run::{EngineRunner, EngineState, RunError, RunnerState};
+use crate::engine::run::{BatchRow, EngineRunner, EngineState, RunError, RunnerState};
 use crate::model::checkpoint::Checkpoint;
 
 /// Why a batched run could not start or finish.
@@ -105,15 +107,57 @@ impl<'c> BatchRunner<'c> {
                     }
                 }
                 SlotOp::Step { ref rows } => {
-                    let mut out = Vec::with_capacity(rows.len());
-                    for (r, row) in rows.iter().enumerate() {
-                        out.push(self.row(r, row.slot, row.token)?);
-                    }
+                    let out = match self.apart(rows) {
+                        Some(at) => self.at_once(rows, &at)?,
+                        None => {
+                            let mut out = Vec::with_capacity(rows.len());
+                            for (r, row) in rows.iter().enumerate() {
+                                out.push(self.row(r, row.slot, row.token)?);
+                            }
+                            out
+                        }
+                    };
                     logits.push(out);
                 }
             }
         }
         Ok(BatchRun { logits })
+    }
+
+    /// The storage of each row (`None` for padding) when the rows share no storage and the conv
+    /// windows are addressed by slot: then the rows are independent and run as one batched step.
+    fn apart(&self, rows: &[Row]) -> Option<Vec<Option<usize>>> {
+        if self.conv_index != StateIndex::Slot {
+            return None;
+        }
+        let at: Vec<Option<usize>> = rows.iter().map(|r| r.slot.map(|s| self.storage_of[s])).collect();
+        let shared = at.iter().enumerate().any(|(i, a)| a.is_some() && at[..i].contains(a));
+        (!shared).then_some(at)
+    }
+
+    /// The rows of a step at once ([`EngineRunner::step_batch`]: each weight read once for all of
+    /// them), each row's storage snapshotted first; padding rows on fresh scratch states. With no
+    /// storage shared, this is the rows one after another.
+    fn at_once(&mut self, rows: &[Row], at: &[Option<usize>]) -> Result<Vec<Vec<f32>>, RunError> {
+        for &i in at.iter().flatten() {
+            let h = &mut self.store[i];
+            h.snaps.push_front(h.state.clone());
+            h.snaps.truncate(self.snapshots);
+        }
+        let mut scratch: Vec<RunnerState> = at.iter().filter(|a| a.is_none()).map(|_| self.fresh.clone()).collect();
+        let mut pads = scratch.iter_mut();
+        let mut held: Vec<Option<&mut RunnerState>> = self.store.iter_mut().map(|h| Some(&mut h.state)).collect();
+        let mut batch = Vec::with_capacity(rows.len());
+        for (row, a) in rows.iter().zip(at) {
+            let state = match a {
+                Some(i) => held.get_mut(*i).and_then(Option::take),
+                None => pads.next(),
+            };
+            // Never taken: `apart` found the storages distinct, and each padding row has a scratch.
+            let Some(state) = state else { return Err(RunError::ForeignState) };
+            batch.push(BatchRow { state, token: row.token });
+        }
+        self.runner.step_batch(&mut batch)
     }
 
     /// One row: its slot's state (or a fresh scratch one) swapped in, snapshotted, stepped, swapped

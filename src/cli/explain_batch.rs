@@ -6,14 +6,15 @@ use std::process::ExitCode;
 use super::CliError;
 
 /// `stepcheck explain` of a batched case (`tests/corpus_batch/*.case`): the schedule, the slot plan
-/// (mutated), the table step × slot, the outcome validation and the symbolic run predict, and the
-/// interpreters' verdict. Exits 1 when either differs from the file's `expect`.
+/// (mutated), the table step × slot, the outcome validation and the symbolic run predict, the
+/// proof (the one-sequence step and the slot induction), and the interpreters' verdict. Exits 1 when either differs from the file's `expect`.
 pub fn explain_batch(file: &crate::batch::r#gen::CaseFile) -> Result<ExitCode, CliError> {
     use crate::batch::r#gen::{expected, judge, pool_of};
     use crate::engine::{Numerics, lower::lower_graph, shim::EngineShim};
     use crate::model::{author::decode_step, presets, random::random_checkpoint};
     let spec = presets::preset(&file.preset).ok_or_else(|| format!("no preset {}", file.preset))?;
-    let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+    let authored = decode_step(&spec)?;
+    let graph = EngineShim::default().prepare(&authored);
     let program = lower_graph(&graph, Numerics::F32).map_err(|e| e.to_string())?;
     let case = file.case();
     super::explain::section("schedule")?;
@@ -30,6 +31,11 @@ pub fn explain_batch(file: &crate::batch::r#gen::CaseFile) -> Result<ExitCode, C
         super::explain::section("step × slot")?;
         print!("{}", crate::batch::table::table(&pool, &lowered));
         outln!("predicted (validation, symbolic run): {}", expected(&pool, &lowered));
+        super::explain::section("proof")?;
+        match lowered.plan.validate(&pool) {
+            Ok(()) => outln!("{}", crate::batch::prove::prove_batch(&authored, &graph, &pool, &lowered)),
+            Err(e) => outln!("nothing to prove: the plan is refused ({})", e.name()),
+        }
     }
     let j = judge(&graph, &program, &random_checkpoint(&spec, 7), &case).map_err(|e| e.to_string())?;
     super::explain::section("verdict")?;

@@ -34,6 +34,7 @@ pub mod layout;
 pub mod lemma;
 pub mod program_terms;
 pub mod rounding;
+pub mod slots;
 pub mod term;
 
 use std::collections::BTreeMap;
@@ -351,7 +352,7 @@ fn missing(stage: Stage, output: &str, why: &str) -> ProofVerdict {
 
 /// The graph state kind each program state stands for: its layout, and for a KV cache whether an
 /// attention command reads it as keys or values.
-fn program_state_kinds(program: &Program) -> Result<Vec<StateKind>, String> {
+pub(crate) fn program_state_kinds(program: &Program) -> Result<Vec<StateKind>, String> {
     let mut keys = vec![];
     let mut values = vec![];
     for c in program.blocks.iter().flat_map(|b| &b.commands) {

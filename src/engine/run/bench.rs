@@ -61,3 +61,38 @@ pub fn matvec_vs_stream(w: &[f32], count: usize, x: &[f32], threads: usize, runs
         median_secs(runs, || w.chunks_exact(per.max(1)).map(|m| super::matvec::par_sum(m, threads)).sum::<f32>());
     MatVecTiming { rows, cols: x.len(), count, threads, matvec, stream }
 }
+
+/// `Σ` of `bytes` read as little-endian u64 words (wrapping), with 8 independent accumulators, on
+/// this thread: the cost of streaming a stored matrix once, whatever its type. A tail of fewer than
+/// 8 bytes is left out.
+pub fn sum_bytes(bytes: &[u8]) -> u64 {
+    let mut acc = [0u64; 8];
+    let (words, _) = bytes.as_chunks::<64>();
+    for w in words {
+        for (i, a) in acc.iter_mut().enumerate() {
+            let word: [u8; 8] = w[8 * i..8 * i + 8].try_into().unwrap_or_default();
+            *a = a.wrapping_add(u64::from_le_bytes(word));
+        }
+    }
+    acc.iter().fold(0, |s, a| s.wrapping_add(*a))
+}
+
+/// [`sum_bytes`] split over up to `threads` threads as the kernels split a matrix (persistent
+/// workers, the caller taking the first part), when `bytes` is at least
+/// [`super::kernels::threads::PARALLEL_BYTES`] long.
+pub fn par_sum_bytes(bytes: &[u8], threads: usize) -> u64 {
+    if threads <= 1 || bytes.len() < super::kernels::threads::PARALLEL_BYTES {
+        return sum_bytes(bytes);
+    }
+    let per = bytes.len().div_ceil(threads);
+    let parts: Vec<&[u8]> = bytes.chunks(per).collect();
+    let mut sums = vec![0u64; parts.len()];
+    let (first, rest) = sums.split_first_mut().expect("at least one part");
+    super::kernels::threads::pool().in_place_scope(|s| {
+        for (part, sum) in parts[1..].iter().zip(rest.iter_mut()) {
+            s.spawn(move |_| *sum = sum_bytes(part));
+        }
+        *first = sum_bytes(parts[0]);
+    });
+    sums.iter().fold(0, |s, a| s.wrapping_add(*a))
+}

@@ -12,6 +12,7 @@
 //! value kept exactly or moved by a model of its rounding ([`Rounding`]): the check's way of
 //! judging the program's structure apart from its numerics, with no second copy of the math.
 
+pub mod batched;
 pub mod bench;
 mod error;
 pub mod kernels;
@@ -23,6 +24,7 @@ mod units;
 
 use std::mem;
 
+pub use batched::BatchRow;
 pub use error::RunError;
 pub use real::{Keep, Noisy, Real, Rounding, Shadowed};
 pub use state::{EngineState, StateData, StateValue};
@@ -45,6 +47,8 @@ pub struct EngineRunner<'c, R = f32> {
     capacity: usize,
     attends: bool,
     threads: usize,
+    /// The scratch of [`EngineRunner::step_batch`] (empty until a batched step runs).
+    batch: batched::BatchScratch,
 }
 
 /// The machine's available parallelism, asked once per process: asking reads the cgroup files,
@@ -85,6 +89,7 @@ impl<'c, R: Real> EngineRunner<'c, R> {
             capacity,
             attends: plan.attends,
             threads,
+            batch: batched::BatchScratch::default(),
         })
     }
 

@@ -123,6 +123,12 @@ pub fn merged_head_halves<R: Real>(
     threads: usize,
 ) {
     R::matvec(weight, x, rows, threads);
+    split_head_halves(head_dim, rows, first, second);
+}
+
+/// Row `r` of `rows` to head `r / (2·head_dim)`, half `(r / head_dim) % 2` (`first` or `second`),
+/// index `r % head_dim`.
+pub fn split_head_halves<R: Real>(head_dim: usize, rows: &[R], first: &mut [R], second: &mut [R]) {
     for (r, &value) in rows.iter().enumerate() {
         let (head, half, i) = (r / (2 * head_dim), (r / head_dim) % 2, r % head_dim);
         let to = if half == 0 { &mut *first } else { &mut *second };
@@ -343,10 +349,15 @@ pub fn swiglu<R: Real>(
 ) {
     R::matvec(gate, x, hidden, threads);
     R::matvec(up, x, up_x, threads);
-    for (h, &u) in hidden.iter_mut().zip(up_x.iter()) {
+    glu(hidden, up_x);
+    R::matvec(down, hidden, out, threads);
+}
+
+/// SwiGLU's gating, in place: `hidden = silu(hidden) ⊙ up`.
+pub fn glu<R: Real>(hidden: &mut [R], up: &[R]) {
+    for (h, &u) in hidden.iter_mut().zip(up) {
         *h = silu(*h) * u;
     }
-    R::matvec(down, hidden, out, threads);
 }
 
 /// `out = residual + x`.

@@ -1,0 +1,249 @@
+//! The engine's batched step: the states of `B` sequences stepped in one pass over the program's
+//! units, each weight matrix read once for all of them.
+//!
+//! A unit that multiplies by a weight matrix (a matvec, merged rows, merged head halves, the SwiGLU
+//! FFN) gathers the rows' input vectors into one `B × cols` block and calls
+//! [`kernels::matmat`], which reads each weight row once per [`kernels::MAX_BATCH`] vectors; its
+//! outputs are scattered back to each row's buffers and kept as their storage says, exactly as
+//! the single-sequence step keeps them. Every other unit (embedding, norms, conv, gates, delta rule,
+//! attention, the sigmoid gate, adds, the advance) runs per row, on that row's buffers and state, by the very
+//! function the single-sequence step runs. The rows share nothing but the weights: each has its own
+//! buffers and its own state, so the order in which the rows of one unit run does not matter, and a
+//! row computes what [`EngineRunner::step`] computes on its state, to the kernels' summation order
+//! (which may depend on the batch's size, within the kernels' bound: a batch of one is the single
+//! step to the bit).
+
+use std::mem;
+
+use super::kernels::{self, Matrix};
+use super::plan::Unit;
+use super::real::Keep;
+use super::{EngineRunner, RunError, RunnerState, check_room, run, scatter, units};
+
+/// One row of a batched step: the state it steps and the token it feeds.
+pub struct BatchRow<'s> {
+    pub state: &'s mut RunnerState,
+    pub token: u32,
+}
+
+/// The scratch a batched step keeps between steps: each row's buffers, and one matmat's gathered
+/// inputs and outputs.
+#[derive(Default)]
+pub(super) struct BatchScratch {
+    rows: Vec<Vec<Vec<f32>>>,
+    xs: Vec<f32>,
+    outs: Vec<f32>,
+    ups: Vec<f32>,
+}
+
+impl EngineRunner<'_, f32> {
+    /// One decode step of every row at once, each weight read once for all of them; returns each
+    /// row's logits, in row order. Each row's state must be of this runner's program
+    /// ([`RunnerState`]s from [`EngineRunner::fresh_state`]); a token outside the vocabulary, a
+    /// state of another layout, or a row at a position the KV caches have no room for is refused
+    /// before any state changes. The runner's own carried state is not touched.
+    pub fn step_batch(&mut self, rows: &mut [BatchRow<'_>]) -> Result<Vec<Vec<f32>>, RunError> {
+        for row in rows.iter() {
+            if row.token as usize >= self.vocab {
+                return Err(RunError::TokenOutOfRange { token: row.token, vocab: self.vocab });
+            }
+            if !self.store.same_layout(&row.state.0) {
+                return Err(RunError::ForeignState);
+            }
+            check_room(self.attends, row.state.0.position, self.capacity)?;
+        }
+        let mut scratch = mem::take(&mut self.batch);
+        while scratch.rows.len() < rows.len() {
+            scratch.rows.push(self.buffers.iter().map(|b| vec![0.0; b.len()]).collect());
+        }
+        let result = self.pass(rows, &mut scratch);
+        let logits = result.map(|()| scratch.rows[..rows.len()].iter().map(|b| b[self.logits].clone()).collect());
+        self.batch = scratch;
+        logits
+    }
+
+    /// The units in order, each over every row.
+    fn pass(&mut self, rows: &mut [BatchRow<'_>], scratch: &mut BatchScratch) -> Result<(), RunError> {
+        let BatchScratch { rows: bufs, xs, outs, ups } = scratch;
+        let bufs = &mut bufs[..rows.len()];
+        let mut m = Matmat { xs, outs, ups, threads: self.threads };
+        for unit in &mut self.units {
+            if let Unit::Attention(_) = unit {
+                for row in rows.iter() {
+                    check_room(self.attends, row.state.0.position, self.capacity)?;
+                }
+            }
+            if !m.unit(unit, bufs, &self.storages) {
+                for (row, b) in rows.iter_mut().zip(bufs.iter_mut()) {
+                    run(unit, b, &self.storages, &mut row.state.0, row.token as usize, self.threads);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The matrix units of a batched step over their gathered scratch.
+struct Matmat<'s> {
+    xs: &'s mut Vec<f32>,
+    outs: &'s mut Vec<f32>,
+    ups: &'s mut Vec<f32>,
+    threads: usize,
+}
+
+/// `out = m · x` for every row's `x` (gathered from the rows' buffers `x` into `xs`), into `out`
+/// (`rows × m.rows()`, row-major).
+fn matmat(m: &Matrix, bufs: &[Vec<Vec<f32>>], x: usize, xs: &mut Vec<f32>, out: &mut Vec<f32>, threads: usize) {
+    xs.clear();
+    for b in bufs {
+        xs.extend_from_slice(&b[x]);
+    }
+    out.clear();
+    out.resize(bufs.len() * m.rows(), 0.0);
+    kernels::matmat(m, xs, bufs.len(), out, threads);
+}
+
+impl Matmat<'_> {
+    /// Runs `unit` over every row when it is a matrix unit (`true`); `false`, with nothing run,
+    /// for a unit that runs per row.
+    fn unit(&mut self, unit: &mut Unit<'_, f32>, bufs: &mut [Vec<Vec<f32>>], st: &[Keep]) -> bool {
+        let threads = self.threads;
+        match unit {
+            Unit::MatVec { weight, x, out } => {
+                matmat(weight, bufs, *x, self.xs, self.outs, threads);
+                let n = weight.rows();
+                for (b, o) in bufs.iter_mut().zip(self.outs.chunks_exact(n)) {
+                    b[*out].copy_from_slice(o);
+                    units::store(st[*out], &mut b[*out]);
+                }
+            }
+            Unit::MergedRows { weight, x, outs, rows } => {
+                let m = weight.rows_range(0..rows.len());
+                matmat(&m, bufs, *x, self.xs, self.outs, threads);
+                for (b, o) in bufs.iter_mut().zip(self.outs.chunks_exact(rows.len())) {
+                    scatter(b, st, outs, o);
+                }
+            }
+            Unit::MergedHeadHalves { weight, head_dim, x, first, second, .. } => {
+                matmat(weight, bufs, *x, self.xs, self.outs, threads);
+                for (b, o) in bufs.iter_mut().zip(self.outs.chunks_exact(weight.rows())) {
+                    let (mut f, mut s) = (mem::take(&mut b[*first]), mem::take(&mut b[*second]));
+                    units::split_head_halves(*head_dim, o, &mut f, &mut s);
+                    units::store(st[*first], &mut f);
+                    units::store(st[*second], &mut s);
+                    (b[*first], b[*second]) = (f, s);
+                }
+            }
+            Unit::SwiGlu { x, gate, up, down, out, .. } => {
+                matmat(gate, bufs, *x, self.xs, self.outs, threads);
+                let mut ups = mem::take(self.ups);
+                matmat(up, bufs, *x, self.xs, &mut ups, threads);
+                units::glu(self.outs, &ups);
+                *self.ups = ups;
+                let n = down.rows();
+                self.xs.clear();
+                self.xs.resize(bufs.len() * n, 0.0);
+                kernels::matmat(down, self.outs, bufs.len(), self.xs, threads);
+                for (b, o) in bufs.iter_mut().zip(self.xs.chunks_exact(n)) {
+                    b[*out].copy_from_slice(o);
+                    units::store(st[*out], &mut b[*out]);
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Numerics, lower::lower_graph, shim::EngineShim};
+    use crate::model::{author::decode_step, presets, random::random_checkpoint};
+
+    /// The tiny and small presets' programs (f32 and bf16 storage) and random checkpoints.
+    fn programs() -> Vec<(String, crate::engine::Program, crate::model::Checkpoint)> {
+        let mut out = vec![];
+        for (name, numerics) in [("tiny", Numerics::F32), ("tiny", Numerics::BF16), ("small", Numerics::F32)] {
+            let spec = presets::preset(name).expect("a preset");
+            let graph = EngineShim::default().prepare(&decode_step(&spec).expect("a graph"));
+            if let Ok(program) = lower_graph(&graph, numerics) {
+                out.push((format!("{name} {numerics}"), program, random_checkpoint(&spec, 3)));
+            }
+        }
+        out
+    }
+
+    /// A batch of one row is the single-sequence step, to the bit: the same logits and state.
+    #[test]
+    fn a_batch_of_one_row_is_the_single_step() -> Result<(), RunError> {
+        for (name, program, ckpt) in programs() {
+            let mut batched = EngineRunner::new(&program, &ckpt, 8)?;
+            let mut single = EngineRunner::new(&program, &ckpt, 8)?;
+            let mut state = batched.fresh_state();
+            for (step, token) in [3u32, 9, 1, 30].into_iter().enumerate() {
+                let got = batched.step_batch(&mut [BatchRow { state: &mut state, token }])?;
+                let want = single.step(token)?;
+                assert_eq!(got, [want], "{name}: step {step}: logits");
+                assert_eq!(state.snapshot(), single.state(), "{name}: step {step}: state");
+            }
+        }
+        Ok(())
+    }
+
+    /// A row computes the same whatever the other rows of its batch hold: the same logits and state,
+    /// to the bit, next to other states at other positions fed other tokens. (Against the single
+    /// step, or in a batch of another size, a row may differ in the last bits: `matmat` sums a
+    /// vector's products in an order that depends on the batch's size, within the kernels' bound;
+    /// the batched check compares the batch with each sequence run alone on the reference.)
+    #[test]
+    fn a_row_of_a_batch_does_not_depend_on_the_other_rows() -> Result<(), RunError> {
+        for (name, program, ckpt) in programs() {
+            let mut runner = EngineRunner::new(&program, &ckpt, 8)?;
+            let fresh = runner.fresh_state();
+            let (mut a, mut b) = (fresh.clone(), fresh.clone());
+            let (mut others_a, mut others_b) = (vec![fresh.clone(); 2], vec![fresh.clone(); 2]);
+            // Row 0 decodes 1, 2, 3, 4 in both batches of three; its companions decode other
+            // tokens, and one of the second batch's is a step ahead.
+            runner.step_batch(&mut [BatchRow { state: &mut others_b[1], token: 5 }])?;
+            for step in 0..4u32 {
+                let token = step + 1;
+                let (o1, o2) = others_a.split_at_mut(1);
+                let mut rows = [
+                    BatchRow { state: &mut a, token },
+                    BatchRow { state: &mut o1[0], token: 20 + step },
+                    BatchRow { state: &mut o2[0], token: 7 },
+                ];
+                let got_a = runner.step_batch(&mut rows)?;
+                let (p1, p2) = others_b.split_at_mut(1);
+                let mut rows = [
+                    BatchRow { state: &mut b, token },
+                    BatchRow { state: &mut p1[0], token: 31 - step },
+                    BatchRow { state: &mut p2[0], token: 11 },
+                ];
+                let got_b = runner.step_batch(&mut rows)?;
+                assert_eq!(got_a[0], got_b[0], "{name}: step {step}: logits");
+                assert_eq!(a.snapshot(), b.snapshot(), "{name}: step {step}: state");
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_row_the_caches_have_no_room_for_is_refused_before_any_state_changes() -> Result<(), RunError> {
+        let spec = presets::preset("tiny").expect("a preset");
+        let graph = EngineShim::default().prepare(&decode_step(&spec).expect("a graph"));
+        let program = lower_graph(&graph, Numerics::F32).expect("a program");
+        let ckpt = random_checkpoint(&spec, 3);
+        let mut runner = EngineRunner::new(&program, &ckpt, 1)?;
+        let (mut a, mut b) = (runner.fresh_state(), runner.fresh_state());
+        runner.step_batch(&mut [BatchRow { state: &mut b, token: 1 }])?;
+        let before = (a.snapshot(), b.snapshot());
+        let e = runner.step_batch(&mut [BatchRow { state: &mut a, token: 1 }, BatchRow { state: &mut b, token: 2 }]);
+        assert_eq!(e, Err(RunError::CapacityExceeded { position: 1, capacity: 1 }));
+        assert_eq!((a.snapshot(), b.snapshot()), before);
+        let e = runner.step_batch(&mut [BatchRow { state: &mut a, token: 1 << 20 }]);
+        assert!(matches!(e, Err(RunError::TokenOutOfRange { .. })));
+        Ok(())
+    }
+}

@@ -1,0 +1,225 @@
+//! The engine's matvec kernels (`engine::run::kernels`) as specifications:
+//!
+//! - the scalar path of every type is the file format's decoder (bit-exact with ggml) followed by
+//!   an in-order f32 dot product, exactly, for every vector of a batch;
+//! - the SIMD path (where the machine has one) is within `2·γ_n·Σ|w·x| + (2n + n/32)·2⁻¹⁵⁰` of the
+//!   scalar path: both sum the same exact products `w·x` of the same f32 weights and differ only in
+//!   the order of the sums (and FMA's one rounding for two), each within `γ_n·Σ|w·x|` of the exact
+//!   sum plus the underflow of its rounded products (`n`, and Q8_0's SIMD path `n/32` more: one per
+//!   block; `γ_n = n·u / (1 − n·u)`, `u = 2⁻²⁴`);
+//! - `matmat` over a batch is `matvec` for each of its vectors, on the same bound (a batch keeps
+//!   fewer accumulators per vector than one vector does), and exactly on the scalar path;
+//! - threads split rows without changing a value.
+//!
+//! Shapes are random: 1 to 5 rows, 1 to 6 blocks per row (0 to 70 values for the float types, odd
+//! lengths included), batches of 1 to 11 vectors (past the 8 one pass serves).
+
+use proptest::prelude::*;
+use stepcheck::engine::run::kernels::{
+    Isa, MAX_BATCH, Matrix, detected, has_kernel, matmat, matmat_on, matvec,
+    threads::{Strategy as Split, over_rows_with},
+};
+use stepcheck::formats::gguf::GgmlType;
+
+/// The types with kernels, and two read through their decoder (a legacy quant and a k-quant).
+const TYPES: [GgmlType; 9] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::BF16,
+    GgmlType::Q8_0,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+    GgmlType::Q4_0,
+    GgmlType::Q2_K,
+];
+
+/// The byte offsets of a block's f16 scales, which are set to finite values (a random f16 may be
+/// infinite or NaN, which makes every sum NaN and a comparison vacuous).
+fn scale_offsets(ty: GgmlType) -> &'static [usize] {
+    match ty {
+        GgmlType::Q8_0 | GgmlType::Q4_0 => &[0],
+        GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q6_K => &[208],
+        GgmlType::Q2_K => &[80, 82],
+        _ => &[],
+    }
+}
+
+/// A matrix of `rows × cols` of `ty` from random bytes: float values with their exponent bounded
+/// (finite, and sums that cannot overflow), quantized blocks with finite scales below 4 in size.
+fn weights(ty: GgmlType, rows: usize, cols: usize, seed: &[u8]) -> Vec<u8> {
+    let (block, block_bytes) = ty.block().map(|(n, b)| (n as usize, b as usize)).unwrap();
+    let len = rows * cols / block * block_bytes;
+    let mut bytes: Vec<u8> =
+        (0..len).map(|i| seed[i % seed.len()].wrapping_mul(31).wrapping_add(i as u8 ^ (i >> 8) as u8)).collect();
+    match ty {
+        GgmlType::F32 => bytes.chunks_exact_mut(4).for_each(|v| v[3] = (v[3] & 0x80) | (v[3] & 0x3F).min(0x49)),
+        GgmlType::F16 => bytes.chunks_exact_mut(2).for_each(|v| v[1] = (v[1] & 0x80) | (v[1] & 0x7F).min(0x77)),
+        GgmlType::BF16 => bytes.chunks_exact_mut(2).for_each(|v| v[1] = (v[1] & 0x80) | (v[1] & 0x3F).min(0x49)),
+        _ => {
+            for b in bytes.chunks_exact_mut(block_bytes) {
+                for &at in scale_offsets(ty) {
+                    // An f16 of exponent at most 16 (below 4 in size), any sign, fraction and subnormal.
+                    b[at + 1] = (b[at + 1] & 0x83) | (b[at + 1] & 0x7C).min(0x40);
+                }
+            }
+        }
+    }
+    bytes
+}
+
+/// The specification: each row decoded by the format's decoder, each product summed in order.
+fn decoded(m: &Matrix, xs: &[f32], batch: usize) -> Vec<f32> {
+    let decode = m.ty().decoder().unwrap();
+    let mut out = vec![0f32; batch * m.rows()];
+    for r in 0..m.rows() {
+        let w = decode(m.row(r)).unwrap();
+        for b in 0..batch {
+            let x = &xs[b * m.cols()..(b + 1) * m.cols()];
+            out[b * m.rows() + r] = w.iter().zip(x).map(|(w, x)| w * x).sum::<f32>();
+        }
+    }
+    out
+}
+
+/// `2·γ_n·Σ|w·x| + (2n + n/32)·2⁻¹⁵⁰` for each output, in f64: how far two f32 sums of the same products in
+/// different orders may be apart.
+fn bounds(m: &Matrix, xs: &[f32], batch: usize) -> Vec<f64> {
+    let decode = m.ty().decoder().unwrap();
+    let n = m.cols() as f64;
+    let u = f64::powi(2.0, -24);
+    let gamma = n * u / (1.0 - n * u);
+    let mut out = vec![0f64; batch * m.rows()];
+    for r in 0..m.rows() {
+        let w = decode(m.row(r)).unwrap();
+        for b in 0..batch {
+            let x = &xs[b * m.cols()..(b + 1) * m.cols()];
+            let abs: f64 = w.iter().zip(x).map(|(w, x)| (f64::from(*w) * f64::from(*x)).abs()).sum();
+            out[b * m.rows() + r] = 2.0 * gamma * abs + (2.0 * n + n / 32.0) * f64::powi(2.0, -150);
+        }
+    }
+    out
+}
+
+fn within(a: &[f32], b: &[f32], bound: &[f64]) -> Result<(), String> {
+    for (i, ((a, b), bound)) in a.iter().zip(b).zip(bound).enumerate() {
+        let gap = (f64::from(*a) - f64::from(*b)).abs();
+        if gap.is_nan() || gap > *bound {
+            return Err(format!("output {i}: {a} vs {b}, apart {gap:e} > bound {bound:e}"));
+        }
+    }
+    Ok(())
+}
+
+/// A random case: a type, a shape in whole blocks, a batch, and seeds for the weights and vectors.
+fn case() -> impl Strategy<Value = (GgmlType, usize, usize, usize, Vec<u8>, Vec<f32>)> {
+    (0..TYPES.len(), 1usize..=5, 0usize..=70, 1usize..=11, prop::collection::vec(any::<u8>(), 1..64)).prop_flat_map(
+        |(t, rows, units, batch, seed)| {
+            let ty = TYPES[t];
+            let block = ty.block().unwrap().0 as usize;
+            let cols = if block == 1 { units } else { block * (1 + units % 6) };
+            let xs = prop::collection::vec(-4.0f32..4.0, batch * cols);
+            (Just(ty), Just(rows), Just(cols), Just(batch), Just(seed), xs)
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_scalar_path_is_the_decoder_and_an_in_order_dot_exactly((ty, rows, cols, batch, seed, xs) in case()) {
+        let bytes = weights(ty, rows, cols, &seed);
+        let m = Matrix::new(ty, &bytes, rows, cols).unwrap();
+        let mut out = vec![f32::NAN; batch * rows];
+        matmat_on(Isa::Scalar, &m, &xs, batch, &mut out, 1);
+        let want = decoded(&m, &xs, batch);
+        for (i, (a, b)) in out.iter().zip(&want).enumerate() {
+            prop_assert!(a == b, "{ty} [{rows}, {cols}] × {batch}: output {i} is {a}, the decoder's dot {b}");
+        }
+    }
+
+    #[test]
+    fn the_simd_path_is_the_scalar_path_up_to_summation_order((ty, rows, cols, batch, seed, xs) in case()) {
+        let bytes = weights(ty, rows, cols, &seed);
+        let m = Matrix::new(ty, &bytes, rows, cols).unwrap();
+        let (mut simd, mut scalar) = (vec![f32::NAN; batch * rows], vec![f32::NAN; batch * rows]);
+        matmat_on(detected(), &m, &xs, batch, &mut simd, 1);
+        matmat_on(Isa::Scalar, &m, &xs, batch, &mut scalar, 1);
+        if let Err(e) = within(&simd, &scalar, &bounds(&m, &xs, batch)) {
+            prop_assert!(false, "{ty} [{rows}, {cols}] × {batch} on {:?}: {e}", detected());
+        }
+    }
+
+    #[test]
+    fn matmat_is_matvec_for_each_vector_of_the_batch((ty, rows, cols, batch, seed, xs) in case()) {
+        let bytes = weights(ty, rows, cols, &seed);
+        let m = Matrix::new(ty, &bytes, rows, cols).unwrap();
+        for isa in [Isa::Scalar, detected()] {
+            let mut together = vec![f32::NAN; batch * rows];
+            matmat_on(isa, &m, &xs, batch, &mut together, 1);
+            let mut apart = vec![f32::NAN; batch * rows];
+            for (x, out) in xs.chunks_exact(cols.max(1)).zip(apart.chunks_exact_mut(rows)) {
+                matmat_on(isa, &m, x, 1, out, 1);
+            }
+            if cols == 0 {
+                apart.fill(0.0);
+            }
+            if isa == Isa::Scalar {
+                prop_assert_eq!(&together, &apart);
+            } else if let Err(e) = within(&together, &apart, &bounds(&m, &xs, batch)) {
+                prop_assert!(false, "{ty} [{rows}, {cols}] × {batch} on {isa:?}: {e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_machine_runs_the_simd_path_the_benchmarks_measure() {
+    // Not a property of the kernels, but of this test run: on an x86-64 machine with AVX2 and FMA
+    // (every machine the figures of docs/PERFORMANCE.md come from), the SIMD properties above ran
+    // against the SIMD path, not the scalar path against itself.
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c") {
+        assert_eq!(detected(), Isa::Avx2);
+    }
+    for ty in &TYPES[..7] {
+        assert!(has_kernel(*ty), "{ty} has a kernel");
+    }
+    assert!(!has_kernel(GgmlType::Q4_0) && !has_kernel(GgmlType::Q2_K));
+}
+
+#[test]
+fn threads_split_rows_without_changing_a_value() {
+    // Large enough (≥ PARALLEL_BYTES) to be split: 301 rows of 2 Q4_K blocks, 301 rows of 1000 F16.
+    for (ty, rows, cols) in [(GgmlType::Q4_K, 301, 512), (GgmlType::F16, 301, 1000), (GgmlType::Q8_0, 997, 96)] {
+        let bytes = weights(ty, rows, cols, &[7, 1, 200, 33]);
+        let m = Matrix::new(ty, &bytes, rows, cols).unwrap();
+        for batch in [1, 3, MAX_BATCH + 1] {
+            let xs: Vec<f32> = (0..batch * cols).map(|i| ((i * 37 % 101) as f32 - 50.0) / 16.0).collect();
+            let mut one = vec![f32::NAN; batch * rows];
+            matmat(&m, &xs, batch, &mut one, 1);
+            for threads in [2, 3, 7] {
+                let mut many = vec![f32::NAN; batch * rows];
+                matmat(&m, &xs, batch, &mut many, threads);
+                assert_eq!(one, many, "{ty} × {batch} on {threads} threads");
+            }
+            let mut apart = vec![f32::NAN; batch * rows];
+            for (x, out) in xs.chunks_exact(cols).zip(apart.chunks_exact_mut(rows)) {
+                matvec(&m, x, out, 1);
+            }
+            for strategy in [Split::Scoped, Split::Pool] {
+                let x: Vec<&[f32]> = xs.chunks_exact(cols).collect();
+                let mut many = vec![f32::NAN; batch * rows];
+                let mut outs: Vec<&mut [f32]> = many.chunks_exact_mut(rows).collect();
+                over_rows_with(strategy, &m, &x, &mut outs, 2, &|part, xs, outs| {
+                    for (x, o) in xs.iter().zip(outs.iter_mut()) {
+                        matvec(part, x, o, 1);
+                    }
+                });
+                assert_eq!(apart, many, "{ty} × {batch} split by {strategy:?}");
+            }
+        }
+    }
+}
