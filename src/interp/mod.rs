@@ -131,8 +131,8 @@ impl<'c> Runner<'c> {
         let logits = read_out(&env, g.logits.0, "the logits")?.into_iter().collect();
         let mut next = Vec::with_capacity(g.states.len());
         for s in &g.states {
-            let what = format!("the end of state %{}", g.name_of(s.read));
-            next.push(env[s.write.0].clone().ok_or(InterpError::Missing { what })?);
+            let missing = || InterpError::Missing { what: format!("the end of state %{}", g.name_of(s.read)) };
+            next.push(env[s.write.0].clone().ok_or_else(missing)?);
         }
         self.state = next;
         Ok(logits)
