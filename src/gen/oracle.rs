@@ -81,12 +81,16 @@ fn trace_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Res
 /// answer to, so then (and for a case given as a graph) the shim's stage compares the fused graph
 /// with itself.
 pub fn prove_trace(case: &Case, authored: Option<&Graph>, fused: &Graph, program: &Program) -> ProofVerdict {
+    let mutated;
     let before_shim = match (authored, &case.mutation) {
-        (Some(a), Some(m)) if m.stage() == Stage::Authored => m.apply(a),
-        (Some(a), None) => Some(a.clone()),
+        (Some(a), Some(m)) if m.stage() == Stage::Authored => {
+            mutated = m.apply(a);
+            mutated.as_ref()
+        }
+        (Some(a), None) => Some(a),
         _ => None,
     };
-    prove(before_shim.as_ref().unwrap_or(fused), fused, program)
+    prove(before_shim.unwrap_or(fused), fused, program)
 }
 
 /// What the oracle found on a case.
