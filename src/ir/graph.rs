@@ -158,6 +158,9 @@ impl Graph {
             mark(s.write);
         });
         self.ops.iter().flat_map(|o| o.inputs.iter().chain(&o.outputs)).for_each(|&t| mark(t));
+        if used.iter().all(|&u| u) {
+            return;
+        }
         let mut new_id = vec![TensorId(usize::MAX); self.tensors.len()];
         let mut kept = vec![];
         for (i, d) in std::mem::take(&mut self.tensors).into_iter().enumerate() {
