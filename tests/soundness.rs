@@ -210,7 +210,8 @@ fn a_sweep_reaches_every_mutation_construct_and_refusal() {
     for (gate, norm) in [(true, true), (false, true), (true, false), (false, false)] {
         assert!(c.attention_variants.contains(&(gate, norm)), "no attention with gate {gate}, q/k norms {norm}");
     }
-    assert!(c.stats.accepted > c.stats.cases / 10, "few accepted cases: {}", c.stats);
+    // The cases proved and compared are the ones the time goes to: at least 40% of them.
+    assert!(c.stats.accepted * 100 >= c.stats.cases * 40, "few accepted cases: {}", c.stats);
     // Inconclusive comparisons are counted, and must stay rare among the cases that reached a
     // comparison, in all and at each numerics with enough of them: a check that concluded nothing
     // would pass every case, and a budget over all cases (most are refused) or all numerics (most

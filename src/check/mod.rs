@@ -62,11 +62,23 @@ pub fn compare(
     checkpoint: &Checkpoint,
     tokens: &[u32],
 ) -> Result<Verdict, CheckError> {
-    if tokens.len() < MIN_STEPS {
-        return Err(CheckError::TooFewSteps { steps: tokens.len() });
-    }
     let reference = reference_run(graph, checkpoint, tokens)?;
-    if let Some(why) = non_finite(&reference) {
+    compare_with(graph, &reference, program, checkpoint, tokens)
+}
+
+/// [`compare`], given what the reference computes for `graph` over `tokens` ([`reference_run`]):
+/// an oracle that has already run the graph (to judge the shim) runs it once.
+pub fn compare_with(
+    graph: &Graph,
+    reference: &ReferenceRun,
+    program: &Program,
+    checkpoint: &Checkpoint,
+    tokens: &[u32],
+) -> Result<Verdict, CheckError> {
+    if tokens.len() < MIN_STEPS || reference.logits.len() != tokens.len() {
+        return Err(CheckError::TooFewSteps { steps: tokens.len().min(reference.logits.len()) });
+    }
+    if let Some(why) = non_finite(reference) {
         return Ok(Verdict::Inconclusive(why));
     }
     let last = tokens.len() - 1;
@@ -133,11 +145,23 @@ pub fn compare_graphs(
     checkpoint: &Checkpoint,
     tokens: &[u32],
 ) -> Result<Option<Witness>, CheckError> {
-    if tokens.len() < MIN_STEPS {
-        return Err(CheckError::TooFewSteps { steps: tokens.len() });
-    }
     let a = reference_run(authored, checkpoint, tokens)?;
     let f = reference_run(fused, checkpoint, tokens)?;
+    compare_graph_runs(authored, &a, fused, &f)
+}
+
+/// [`compare_graphs`], given what the reference computes for each graph ([`reference_run`], over
+/// the same tokens): the worst value out of [`EXACT`], or `None`.
+pub fn compare_graph_runs(
+    authored: &Graph,
+    a: &ReferenceRun,
+    fused: &Graph,
+    f: &ReferenceRun,
+) -> Result<Option<Witness>, CheckError> {
+    let steps = a.logits.len();
+    if steps < MIN_STEPS || f.logits.len() != steps {
+        return Err(CheckError::TooFewSteps { steps: steps.min(f.logits.len()) });
+    }
     let mut worst = Worst::new(Stage::Shim, EXACT);
     for (step, (x, y)) in a.logits.iter().zip(&f.logits).enumerate() {
         worst.tensor(step, "logits", x, y);
@@ -151,18 +175,24 @@ pub fn compare_graphs(
             .iter()
             .find(|x| name(authored, x.index).as_deref() == Some(n.as_str()))
             .ok_or_else(|| CheckError::UnmatchedFusedState(n.clone()))?;
-        worst.tensor(tokens.len() - 1, &n, &want.values, &e.values);
+        worst.tensor(steps - 1, &n, &want.values, &e.values);
     }
     Ok(worst.witness)
 }
 
 /// What the reference computes: the logits of every step and the state after the last.
-struct ReferenceRun {
+#[derive(Clone, Debug)]
+pub struct ReferenceRun {
     logits: Vec<Vec<f64>>,
     state: StateSnapshot,
 }
 
-fn reference_run(graph: &Graph, checkpoint: &Checkpoint, tokens: &[u32]) -> Result<ReferenceRun, CheckError> {
+/// Runs `graph` in the reference interpreter on `checkpoint` over `tokens` (at least
+/// [`MIN_STEPS`]).
+pub fn reference_run(graph: &Graph, checkpoint: &Checkpoint, tokens: &[u32]) -> Result<ReferenceRun, CheckError> {
+    if tokens.len() < MIN_STEPS {
+        return Err(CheckError::TooFewSteps { steps: tokens.len() });
+    }
     let mut runner = Runner::new(graph, checkpoint)?;
     let logits = tokens.iter().map(|&t| runner.step(t)).collect::<Result<Vec<_>, _>>()?;
     Ok(ReferenceRun { logits, state: runner.state() })

@@ -10,6 +10,10 @@ use crate::ir::Graph;
 /// taken one at a time, each only if with those already taken it leaves none.
 pub fn apply(mut graph: Graph, entry: &Entry) -> Graph {
     let rewrites = disjoint(entry.find(&graph, &Uses::of(&graph)));
+    if rewrites.is_empty() {
+        graph.compact();
+        return graph;
+    }
     let ops = rewritten_ops(&graph, &rewrites).or_else(|| {
         // Every rewrite names ops of `graph` by index, so each is tried on `graph` with those taken.
         let mut taken = Vec::with_capacity(rewrites.len());
@@ -30,14 +34,14 @@ pub fn apply(mut graph: Graph, entry: &Entry) -> Graph {
 
 /// The rewrites none of whose ops an earlier one removes.
 fn disjoint(rewrites: Vec<Rewrite>) -> Vec<Rewrite> {
-    let mut taken = std::collections::HashSet::new();
+    let mut taken = foldhash::HashSet::default();
     rewrites.into_iter().filter(|rw| rw.removes.iter().all(|&i| taken.insert(i))).collect()
 }
 
 /// The ops of `graph` with `rewrites` made, or `None` when they would leave a cycle.
 fn rewritten_ops(graph: &Graph, rewrites: &[Rewrite]) -> Option<Vec<crate::ir::Op>> {
-    let mut at: std::collections::HashMap<usize, &Rewrite> = std::collections::HashMap::new();
-    let mut removed = std::collections::HashSet::new();
+    let mut at: foldhash::HashMap<usize, &Rewrite> = foldhash::HashMap::default();
+    let mut removed = foldhash::HashSet::default();
     for rw in rewrites {
         at.insert(*rw.removes.iter().min()?, rw);
         removed.extend(rw.removes.iter().copied());

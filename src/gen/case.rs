@@ -55,9 +55,12 @@ pub const STEPS: usize = 4;
 impl Case {
     /// The case `data` draws, or `None` for empty data. Each byte is one choice (see
     /// [`super::draw::Draw`]): the family of the case, the spec, then the family's choices, the
-    /// numerics and the seed. Out of sixteen cases: two are specs the engine accepts, two carry
+    /// numerics and the seed. Out of sixteen cases: seven are specs the engine accepts, two carry
     /// constructs it refuses (sometimes with a shim without a symbol), one a shim without a symbol,
-    /// one a recurrent state below f32, and ten a mutation of a spec it accepts.
+    /// one a recurrent state below f32, and five a mutation of a spec it accepts. Accepted cases
+    /// are the ones proved and compared, so the mix gives them close to half of the cases (47% of
+    /// `gen_run 30000`), while a sweep of a few thousand still meets every mutation kind,
+    /// construct and refusal (`tests/soundness.rs`).
     pub fn from_bytes(data: &[u8]) -> Option<Case> {
         Case::draw(data).map(|d| d.case)
     }
@@ -81,8 +84,8 @@ impl Case {
             steps: STEPS,
         };
         match family {
-            0 | 1 => case.numerics = numerics(&mut d),
-            2 | 3 => {
+            0..=6 => case.numerics = numerics(&mut d),
+            7 | 8 => {
                 spec.constructs = constructs(&mut d, &mut spec);
                 if d.below(4) == 0 {
                     case.without = Some(*d.pick(&Symbol::ALL));
@@ -90,11 +93,11 @@ impl Case {
                 case.numerics = numerics(&mut d);
                 case.input = Input::Spec(spec);
             }
-            4 => {
+            9 => {
                 case.without = Some(*d.pick(&Symbol::ALL));
                 case.numerics = numerics(&mut d);
             }
-            5 => {
+            10 => {
                 case.numerics = Numerics {
                     activations: *d.pick(&[Storage::F32, Storage::Bf16, Storage::F16]),
                     kv_cache: *d.pick(&[Storage::F32, Storage::Bf16]),

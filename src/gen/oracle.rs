@@ -17,7 +17,7 @@ use super::case::{Case, Drawn, Input};
 use super::mutation::Stage;
 use super::outcome::{Expected, Outcome};
 pub use super::stats::Stats;
-use crate::check::{Unjudged, Verdict, Witness, compare, compare_graphs};
+use crate::check::{Unjudged, Verdict, Witness, compare, compare_graph_runs, compare_with, reference_run};
 use crate::engine::Program;
 use crate::engine::lower::{LowerError, lower_graph_with};
 use crate::ir::Graph;
@@ -81,12 +81,16 @@ fn trace_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Res
 /// answer to, so then (and for a case given as a graph) the shim's stage compares the fused graph
 /// with itself.
 pub fn prove_trace(case: &Case, authored: Option<&Graph>, fused: &Graph, program: &Program) -> ProofVerdict {
+    let mutated;
     let before_shim = match (authored, &case.mutation) {
-        (Some(a), Some(m)) if m.stage() == Stage::Authored => m.apply(a),
-        (Some(a), None) => Some(a.clone()),
+        (Some(a), Some(m)) if m.stage() == Stage::Authored => {
+            mutated = m.apply(a);
+            mutated.as_ref()
+        }
+        (Some(a), None) => Some(a),
         _ => None,
     };
-    prove(before_shim.as_ref().unwrap_or(fused), fused, program)
+    prove(before_shim.unwrap_or(fused), fused, program)
 }
 
 /// What the oracle found on a case.
@@ -143,10 +147,18 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
     let tokens = case.tokens();
     // The shim, on every case with a checkpoint: both graphs must run for a comparison (a mutation
     // of the authored graph may leave one the reference cannot run, which lowering refuses).
+    // The reference's run of the fused graph, kept for the comparison with the program when the
+    // graph the lowering read is that graph (no mutation after the shim): the same graph on the
+    // same checkpoint and tokens, run once.
+    let mut fused_run = None;
     if let Some(ckpt) = &checkpoint
-        && let Ok(Some(witness)) = compare_graphs(&t.shim.0, &t.shim.1, ckpt, &tokens)
+        && let Ok(a) = reference_run(&t.shim.0, ckpt, &tokens)
+        && let Ok(f) = reference_run(&t.shim.1, ckpt, &tokens)
     {
-        return Judgement::Failure(Failure::MisFused { witness, found: outcome });
+        if let Ok(Some(witness)) = compare_graph_runs(&t.shim.0, &a, &t.shim.1, &f) {
+            return Judgement::Failure(Failure::MisFused { witness, found: outcome });
+        }
+        fused_run = Some(f).filter(|_| t.fused == t.shim.1);
     }
     let wrong = |message: String| {
         expected
@@ -170,7 +182,11 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
             why: "the graph was accepted, but the case names no spec to make its checkpoint from".into(),
         });
     };
-    let verdict = match compare(&t.fused, &program, &checkpoint, &tokens) {
+    let verdict = match fused_run {
+        Some(reference) => compare_with(&t.fused, &reference, &program, &checkpoint, &tokens),
+        None => compare(&t.fused, &program, &checkpoint, &tokens),
+    };
+    let verdict = match verdict {
         Ok(v) => v,
         Err(e) => return Judgement::Failure(Failure::Broken { why: format!("the check could not run: {e}") }),
     };

@@ -63,10 +63,12 @@ impl StateSnapshot {
 /// Runs a graph step by step on a checkpoint it borrows, carrying the graph's state.
 pub struct Runner<'c> {
     graph: Graph,
-    /// The view of each constant of the graph, in the order of `graph.consts`.
-    consts: Vec<ConstView<'c>>,
     /// The start-of-step value of each state of the graph, in the order of `graph.states`.
     state: Vec<Value<'c>>,
+    /// The value of each tensor, by id, during a step. Between steps it holds the view of each
+    /// constant (set once, by [`Runner::new`]) and nothing else: a step sets the token and the
+    /// states, its ops write the rest, and it clears all of that again when it ends.
+    env: Vec<Option<Value<'c>>>,
 }
 
 impl<'c> Runner<'c> {
@@ -75,7 +77,7 @@ impl<'c> Runner<'c> {
     pub fn new(graph: &Graph, checkpoint: &'c Checkpoint) -> Result<Runner<'c>, InterpError> {
         graph.validate()?;
         bind::check(graph, checkpoint)?;
-        let mut consts = Vec::with_capacity(graph.consts.len());
+        let mut env: Vec<Option<Value<'c>>> = vec![None; graph.tensors.len()];
         for c in &graph.consts {
             let fail = |why: String| InterpError::Checkpoint {
                 constant: graph.name_of(c.tensor).to_string(),
@@ -83,7 +85,7 @@ impl<'c> Runner<'c> {
                 why,
             };
             let t = checkpoint.get(&c.binding.tensor).ok_or_else(|| fail("missing".into()))?;
-            consts.push(ConstView::new(t, c.binding.view).map_err(fail)?);
+            env[c.tensor.0] = Some(Value::Const(ConstView::new(t, c.binding.view).map_err(fail)?));
         }
         let mut state = Vec::with_capacity(graph.states.len());
         for s in &graph.states {
@@ -92,18 +94,25 @@ impl<'c> Runner<'c> {
                 .ok_or_else(|| InterpError::State { state: graph.name_of(s.read).to_string(), ty: ty.clone() })?;
             state.push(start);
         }
-        Ok(Runner { graph: graph.clone(), consts, state })
+        Ok(Runner { graph: graph.clone(), state, env })
     }
 
     /// Runs one step on `token`: returns its logits and carries the state to the next step. A step
     /// that fails leaves the state as it was.
     pub fn step(&mut self, token: u32) -> Result<Vec<f64>, InterpError> {
-        let g = &self.graph;
-        let mut env: Vec<Option<Value<'c>>> = vec![None; g.tensors.len()];
-        env[g.token.0] = Some(Value::Token(token));
-        for (c, view) in g.consts.iter().zip(&self.consts) {
-            env[c.tensor.0] = Some(Value::Const(view.clone()));
+        let result = self.run_step(token);
+        let (g, env) = (&self.graph, &mut self.env);
+        env[g.token.0] = None;
+        for t in g.states.iter().map(|s| s.read).chain(g.ops.iter().flat_map(|op| op.outputs.iter().copied())) {
+            env[t.0] = None;
         }
+        result
+    }
+
+    /// [`Runner::step`], leaving the step's values in `env` for `step` to clear.
+    fn run_step(&mut self, token: u32) -> Result<Vec<f64>, InterpError> {
+        let (g, env) = (&self.graph, &mut self.env);
+        env[g.token.0] = Some(Value::Token(token));
         for (s, value) in g.states.iter().zip(&self.state) {
             env[s.read.0] = Some(value.clone());
         }
@@ -129,11 +138,11 @@ impl<'c> Runner<'c> {
                 env[t.0] = Some(value);
             }
         }
-        let logits = read_out(&env, g.logits.0, "the logits")?.into_iter().collect();
+        let logits = read_out(env, g.logits.0, "the logits")?.into_iter().collect();
         let mut next = Vec::with_capacity(g.states.len());
         for s in &g.states {
-            let what = format!("the end of state %{}", g.name_of(s.read));
-            next.push(env[s.write.0].clone().ok_or(InterpError::Missing { what })?);
+            let missing = || InterpError::Missing { what: format!("the end of state %{}", g.name_of(s.read)) };
+            next.push(env[s.write.0].clone().ok_or_else(missing)?);
         }
         self.state = next;
         Ok(logits)

@@ -158,6 +158,9 @@ impl Graph {
             mark(s.write);
         });
         self.ops.iter().flat_map(|o| o.inputs.iter().chain(&o.outputs)).for_each(|&t| mark(t));
+        if used.iter().all(|&u| u) {
+            return;
+        }
         let mut new_id = vec![TensorId(usize::MAX); self.tensors.len()];
         let mut kept = vec![];
         for (i, d) in std::mem::take(&mut self.tensors).into_iter().enumerate() {
@@ -190,10 +193,12 @@ pub struct GraphBuilder {
     graph: Graph,
     error: Option<String>,
     /// The names declared so far: a graph of a mixture of experts declares tens of thousands of
-    /// tensors, which a scan per name would make quadratic.
-    taken: std::collections::HashSet<String>,
-    /// Per name asked for, the suffix its last search ended at.
-    resume: std::collections::HashMap<String, usize>,
+    /// tensors, which a scan per name would make quadratic. Hashed by foldhash rather than SipHash:
+    /// the names are the program's own, so there is no adversary to flood the table.
+    taken: foldhash::HashSet<String>,
+    /// Per name asked for whose search went past the bare name, the suffix its last search ended
+    /// at (a name not here resumes at 1, the bare name).
+    resume: foldhash::HashMap<String, usize>,
 }
 
 impl GraphBuilder {
@@ -227,13 +232,16 @@ impl GraphBuilder {
     fn declare(&mut self, name: &str, ty: Ty) -> TensorId {
         // Names are never removed, so every suffix before the one `name`'s last search ended at is
         // still taken: the search resumes there and finds what a search from the start would.
-        let mut n = self.resume.get(name).copied().unwrap_or(1);
+        let start = self.resume.get(name).copied().unwrap_or(1);
+        let mut n = start;
         let mut unique = if n == 1 { name.to_string() } else { format!("{name}.{n}") };
         while self.taken.contains(&unique) {
             n += 1;
             unique = format!("{name}.{n}");
         }
-        self.resume.insert(name.to_string(), n);
+        if n != start {
+            self.resume.insert(name.to_string(), n);
+        }
         self.taken.insert(unique.clone());
         self.graph.tensors.push(TensorDecl { name: unique, ty });
         TensorId(self.graph.tensors.len() - 1)

@@ -1,7 +1,5 @@
 //! Well-formedness of a step graph.
 
-use std::collections::HashSet;
-
 use super::graph::{Def, Graph, StateKind};
 use super::op::TensorId;
 use super::ty::Ty;
@@ -35,7 +33,7 @@ impl Graph {
     pub fn validate(&self) -> Result<(), GraphError> {
         let n = self.tensors.len();
         let check = |t: TensorId| if t.0 < n { Ok(()) } else { Err(GraphError::NoSuchTensor(t.0, n)) };
-        let mut names = HashSet::new();
+        let mut names = foldhash::HashSet::with_capacity_and_hasher(n, Default::default());
         for d in &self.tensors {
             if !names.insert(d.name.as_str()) {
                 return Err(GraphError::DuplicateName(d.name.clone()));
@@ -70,11 +68,11 @@ impl Graph {
             }
         }
         for (i, &w) in writes.iter().enumerate() {
-            let name = self.tensors[i].name.clone();
+            let name = || self.tensors[i].name.clone();
             match w {
-                0 => return Err(GraphError::NeverWritten(name)),
+                0 => return Err(GraphError::NeverWritten(name())),
                 1 => {}
-                _ => return Err(GraphError::WrittenTwice(name)),
+                _ => return Err(GraphError::WrittenTwice(name())),
             }
         }
         // Roles of the token, constants and states.
@@ -122,6 +120,7 @@ impl Graph {
         for s in &self.states {
             written[s.read.0] = true;
         }
+        let mut ins: Vec<&Ty> = vec![];
         for (i, op) in self.ops.iter().enumerate() {
             let kind = op.kind.name();
             for &t in &op.inputs {
@@ -129,7 +128,8 @@ impl Graph {
                     return Err(GraphError::ReadBeforeWrite { op: i, kind, tensor: self.name_of(t).into() });
                 }
             }
-            let ins: Vec<&Ty> = op.inputs.iter().map(|&t| self.ty(t)).collect();
+            ins.clear();
+            ins.extend(op.inputs.iter().map(|&t| self.ty(t)));
             let outs = op.kind.infer(&ins).map_err(|why| GraphError::Shape { op: i, kind, why })?;
             if outs.len() != op.outputs.len() {
                 return Err(GraphError::Shape {

@@ -88,7 +88,7 @@ impl Env {
     /// every view of it; the position `pos`, the caches holding `pos` positions. `None` when the
     /// tensors would hold more than `limit` values (too large to evaluate) or a view cannot be shaped.
     pub fn random(graphs: &[&Graph], seed: u64, pos: usize, limit: usize) -> Option<Env> {
-        let mut shapes: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut shapes: foldhash::HashMap<String, Vec<usize>> = foldhash::HashMap::default();
         for g in graphs {
             for c in &g.consts {
                 let view = g.ty(c.tensor).shape()?.to_vec();
@@ -138,11 +138,11 @@ impl Env {
 /// The value of term `id` under `env`, or why it has none (a symbol the evaluator does not know,
 /// operands that do not fit).
 pub fn eval(dag: &Dag, id: Id, env: &Env) -> Result<Value, String> {
-    let mut memo = HashMap::new();
+    let mut memo = foldhash::HashMap::default();
     eval_memo(dag, id, env, &mut memo)
 }
 
-fn eval_memo(dag: &Dag, id: Id, env: &Env, memo: &mut HashMap<Id, Value>) -> Result<Value, String> {
+fn eval_memo(dag: &Dag, id: Id, env: &Env, memo: &mut foldhash::HashMap<Id, Value>) -> Result<Value, String> {
     if let Some(v) = memo.get(&id) {
         return Ok(v.clone());
     }

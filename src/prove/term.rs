@@ -8,7 +8,6 @@
 //! one node and comparing two terms is comparing two ids. [`Dag::mk`] normalises as it builds:
 //! each [`Lemma`] is a rewrite to a canonical form, applied when a node is built, and recorded.
 
-use std::collections::HashMap;
 use std::fmt;
 
 use super::lemma::Lemma;
@@ -328,7 +327,9 @@ pub struct Node {
 #[derive(Default)]
 pub struct Dag {
     nodes: Vec<Node>,
-    index: HashMap<Node, Id>,
+    /// Hash-consing's table, hashed by foldhash: its keys are the prover's own nodes, with no
+    /// adversary to flood it, and it is probed once per node built.
+    index: foldhash::HashMap<Node, Id>,
     /// Every rewrite the builder made: the lemma and the node it produced.
     pub fired: Vec<(Lemma, Id)>,
 }
