@@ -213,8 +213,10 @@ pub(super) unsafe fn q5_k_avx2(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
     }
 }
 
-/// Q6_K's AVX2 path: per group of 8 positions `i` of a half, the 8 bytes of `ql` at each of its two
-/// nibble rows and of `qh` give 8 values of each of the 4 quarters.
+/// Q6_K's AVX2 path: per quarter of a half, the 32 quants made in one register of bytes (nibbles
+/// and 2-bit pairs masked and shifted 16 bits at a time, which the masks keep within each byte),
+/// then each 8 of them sign-extended to i32, converted (exactly) to f32 and multiplied by their
+/// sub-block's `d · scale`, as the decoder computes it.
 ///
 /// # Safety
 /// AVX2, FMA and F16C are available.
@@ -229,35 +231,42 @@ pub(super) unsafe fn q6_k_avx2(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
         let p = pointers::<B>(xs, blocks.len() * QK);
         // SAFETY: the instruction sets are this function's.
         let mut acc: Acc<B, L> = unsafe { zero() };
-        let (nibble, two, middle) = (_mm256_set1_epi32(15), _mm256_set1_epi32(3), _mm256_set1_epi32(32));
+        let (nibble, two, middle) = (_mm256_set1_epi8(15), _mm256_set1_epi8(3), _mm256_set1_epi8(32));
         for (k, block) in blocks.iter().enumerate() {
             // SAFETY: the instruction sets are this function's.
             let d = unsafe { f16c_at(block, 208) };
             let scale: [f32; 16] = std::array::from_fn(|s| d * f32::from(block[192 + s] as i8));
             for h in 0..2 {
-                for g in 0..4 {
-                    let i = 8 * g;
-                    let at = k * QK + 128 * h + i;
-                    // SAFETY: the instruction sets are this function's; `ql` bytes
-                    // `64h + i .. + 8` and `64h + 32 + i .. + 8` (below 128) and `qh` bytes
-                    // `128 + 32h + i .. + 8` (below 192) are within the block's 210 (h < 2, i < 32),
-                    // and values `at .. at + 104` (quarter 3 is 96 on) within the block's 256 of
-                    // each vector, which `pointers` checked holds 256 for each of the row's blocks.
-                    unsafe {
-                        let ql_a = bytes8(block.as_ptr().add(64 * h + i));
-                        let ql_b = bytes8(block.as_ptr().add(64 * h + 32 + i));
-                        let qh = bytes8(block.as_ptr().add(128 + 32 * h + i));
-                        let quarters = [
-                            (_mm256_and_si256(ql_a, nibble), _mm256_and_si256(qh, two)),
-                            (_mm256_and_si256(ql_b, nibble), _mm256_and_si256(_mm256_srli_epi32::<2>(qh), two)),
-                            (_mm256_srli_epi32::<4>(ql_a), _mm256_and_si256(_mm256_srli_epi32::<4>(qh), two)),
-                            (_mm256_srli_epi32::<4>(ql_b), _mm256_srli_epi32::<6>(qh)),
-                        ];
-                        for (j, (low, high)) in quarters.into_iter().enumerate() {
-                            let q = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32::<4>(high)), middle);
-                            let s = _mm256_set1_ps(scale[8 * h + 2 * j + g / 2]);
-                            fma(&mut acc, _mm256_mul_ps(s, _mm256_cvtepi32_ps(q)), &p, at + 32 * j, j);
-                        }
+                // SAFETY: the instruction sets are this function's; `ql` bytes `64h .. 64h + 64`
+                // (below 128) and `qh` bytes `128 + 32h .. + 32` (below 192) are within the block's
+                // 210 (h < 2).
+                let (ql_a, ql_b, qh) = unsafe {
+                    let at = |o: usize| _mm256_loadu_si256(block.as_ptr().add(o).cast());
+                    (at(64 * h), at(64 * h + 32), at(128 + 32 * h))
+                };
+                let quarters = [
+                    (_mm256_and_si256(ql_a, nibble), _mm256_and_si256(qh, two)),
+                    (_mm256_and_si256(ql_b, nibble), _mm256_and_si256(_mm256_srli_epi16::<2>(qh), two)),
+                    (
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql_a), nibble),
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(qh), two),
+                    ),
+                    (
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql_b), nibble),
+                        _mm256_and_si256(_mm256_srli_epi16::<6>(qh), two),
+                    ),
+                ];
+                for (j, (low, high)) in quarters.into_iter().enumerate() {
+                    let q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16::<4>(high)), middle);
+                    let (lo, hi) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+                    let groups = [lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)];
+                    for (g, q8) in groups.into_iter().enumerate() {
+                        let s = _mm256_set1_ps(scale[8 * h + 2 * j + g / 2]);
+                        let w = _mm256_mul_ps(s, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)));
+                        // SAFETY: the instruction sets are this function's; values
+                        // `256k + 128h + 32j + 8g .. + 8` are within the block's 256 of each
+                        // vector, which `pointers` checked holds 256 for each of the row's blocks.
+                        unsafe { fma(&mut acc, w, &p, k * QK + 128 * h + 32 * j + 8 * g, g) };
                     }
                 }
             }
