@@ -248,6 +248,42 @@ impl Sum for Shadowed {
     }
 }
 
+/// The two operands of a [`Shadowed`] dot product split into their engine's and shadow's halves:
+/// buffers each thread keeps and refills, so that a dot product (one per row of a matvec)
+/// allocates nothing.
+#[derive(Default)]
+struct Halves {
+    a_lo: Vec<f32>,
+    a_hi: Vec<f64>,
+    b_lo: Vec<f32>,
+    b_hi: Vec<f64>,
+}
+
+impl Halves {
+    /// Holds the halves of `a` and `b` (of one length), and nothing else.
+    fn fill(&mut self, a: impl Iterator<Item = Shadowed>, b: &[Shadowed]) {
+        for v in [&mut self.a_lo, &mut self.b_lo] {
+            v.clear();
+        }
+        for v in [&mut self.a_hi, &mut self.b_hi] {
+            v.clear();
+        }
+        for x in a {
+            self.a_lo.push(x.lo);
+            self.a_hi.push(x.hi);
+        }
+        for x in b {
+            self.b_lo.push(x.lo);
+            self.b_hi.push(x.hi);
+        }
+    }
+}
+
+thread_local! {
+    /// This thread's [`Halves`].
+    static HALVES: std::cell::RefCell<Halves> = std::cell::RefCell::new(Halves::default());
+}
+
 // The pair's operations are not inlined: inlined, LLVM 22 (rustc 1.95) crashes compiling the
 // units over the pair (SIGSEGV in SelectionDAG::getNode). The shadow's run is the check's, not
 // the engine's, so its speed matters little.
@@ -260,10 +296,10 @@ impl Real for Shadowed {
         Shadowed: From<W>,
     {
         let n = a.len().min(b.len());
-        let wide: Vec<Shadowed> = a[..n].iter().map(|&x| Shadowed::from(x)).collect();
-        let (alo, ahi): (Vec<f32>, Vec<f64>) = wide.iter().map(|x| (x.lo, x.hi)).unzip();
-        let (blo, bhi): (Vec<f32>, Vec<f64>) = b[..n].iter().map(|x| (x.lo, x.hi)).unzip();
-        Shadowed { lo: super::matvec::lanes(&alo, &blo), hi: super::matvec::lanes(&ahi, &bhi) }
+        HALVES.with_borrow_mut(|h| {
+            h.fill(a[..n].iter().map(|&x| Shadowed::from(x)), &b[..n]);
+            Shadowed { lo: super::matvec::lanes(&h.a_lo, &h.b_lo), hi: super::matvec::lanes(&h.a_hi, &h.b_hi) }
+        })
     }
 
     /// The engine's matvec (its kernels) on the engine's values, and the shadow's (each row's
@@ -328,12 +364,22 @@ impl Real for Shadowed {
 pub struct Noisy(pub f64);
 
 impl Noisy {
-    #[inline(never)]
+    #[inline]
     fn moved(x: f64) -> Noisy {
-        let bits = x.to_bits().wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let sign = if bits >> 63 == 0 { 1.0 } else { -1.0 };
-        Noisy(x * (1.0 + sign * Storage::F32.unit_roundoff()))
+        Noisy(modelled(x))
     }
+}
+
+/// `x` moved by one f32 unit roundoff (2⁻²⁴), up (`x·(1 + 2⁻²⁴)`) when the top bit of its bits
+/// times a golden-ratio constant is clear, down (`x·(1 − 2⁻²⁴)`) when it is set: the f32-arithmetic
+/// model of [`Noisy`] and [`Rounding::Model`]. The factor is picked by that bit as an index, not a
+/// branch: once per operation of a modelled run, a branch here was its hottest comparison (and,
+/// in the fuzz build, a traced one).
+#[inline]
+fn modelled(x: f64) -> f64 {
+    let bits = x.to_bits().wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let u = Storage::F32.unit_roundoff();
+    x * [1.0 + u, 1.0 - u][(bits >> 63) as usize]
 }
 
 impl From<f32> for Noisy {
@@ -453,11 +499,7 @@ impl Keep {
         match self.rounding {
             Rounding::Stored => x.round_to(self.storage),
             Rounding::Exact => x,
-            Rounding::Model => {
-                let bits = x.wide().to_bits().wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                let sign = if bits >> 63 == 0 { 1.0 } else { -1.0 };
-                R::of(x.wide() * (1.0 + sign * Storage::F32.unit_roundoff()))
-            }
+            Rounding::Model => R::of(modelled(x.wide())),
             Rounding::ModelStored => {
                 Keep { storage: self.storage, rounding: Rounding::Model }.keep(x).round_to(self.storage)
             }
