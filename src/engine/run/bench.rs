@@ -88,11 +88,14 @@ pub fn par_sum_bytes(bytes: &[u8], threads: usize) -> u64 {
     let parts: Vec<&[u8]> = bytes.chunks(per).collect();
     let mut sums = vec![0u64; parts.len()];
     let (first, rest) = sums.split_first_mut().expect("at least one part");
-    super::kernels::threads::pool().in_place_scope(|s| {
-        for (part, sum) in parts[1..].iter().zip(rest.iter_mut()) {
-            s.spawn(move |_| *sum = sum_bytes(part));
-        }
-        *first = sum_bytes(parts[0]);
-    });
+    match super::kernels::threads::pool() {
+        Some(pool) => pool.in_place_scope(|s| {
+            for (part, sum) in parts[1..].iter().zip(rest.iter_mut()) {
+                s.spawn(move |_| *sum = sum_bytes(part));
+            }
+            *first = sum_bytes(parts[0]);
+        }),
+        None => parts.iter().zip(sums.iter_mut()).for_each(|(part, sum)| *sum = sum_bytes(part)),
+    }
     sums.iter().fold(0, |s, a| s.wrapping_add(*a))
 }

@@ -31,17 +31,20 @@ pub const PARALLEL_BYTES: usize = 64 << 10;
 /// `outs[b][r]`.
 pub type Part<'a> = dyn Fn(&Matrix, &[&[f32]], &mut [&mut [f32]]) + Sync + 'a;
 
-/// The persistent workers: one fewer than the machine's cores (the calling thread is the last).
-pub(crate) fn pool() -> &'static rayon::ThreadPool {
-    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+/// The persistent workers: one fewer than the machine's cores (the calling thread is the last), or
+/// none when the system will not start them (a thread limit): the parts then run on the calling
+/// thread, one after another, with the same values.
+pub(crate) fn pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         rayon::ThreadPoolBuilder::new()
             .num_threads(cores.saturating_sub(1).max(1))
             .thread_name(|i| format!("stepcheck-kernel-{i}"))
             .build()
-            .expect("a thread pool of the machine's cores")
+            .ok()
     })
+    .as_ref()
 }
 
 /// Runs `part` over `m`'s rows split into up to `threads` parts with [`DEFAULT`].
@@ -83,11 +86,17 @@ pub fn over_rows_with(
             }
             part(&first, xs, &mut first_outs);
         }),
-        Strategy::Pool => pool().in_place_scope(|s| {
-            for (rows, mut outs) in jobs {
-                s.spawn(move |_| part(&rows, xs, &mut outs));
+        Strategy::Pool => match pool() {
+            Some(pool) => pool.in_place_scope(|s| {
+                for (rows, mut outs) in jobs {
+                    s.spawn(move |_| part(&rows, xs, &mut outs));
+                }
+                part(&first, xs, &mut first_outs);
+            }),
+            None => {
+                part(&first, xs, &mut first_outs);
+                jobs.for_each(|(rows, mut outs)| part(&rows, xs, &mut outs));
             }
-            part(&first, xs, &mut first_outs);
-        }),
+        },
     }
 }
