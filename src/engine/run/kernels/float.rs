@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::simd::{Acc, by_batch, finish, fma, pointers, zero};
+use super::simd::{Acc, both_paths, by_batch, chained, finish, fma, fma2, pointers, zero};
 
 /// A float type as a row stores it.
 pub(super) trait Element {
@@ -85,33 +85,98 @@ pub(super) fn row_scalar<E: Element>(row: &[u8], xs: &[&[f32]], out: &mut [f32])
     }
 }
 
-/// The AVX2 path.
+/// The AVX2 path: a row against the vectors of one pass (up to 3 vectors run from registers: 12 chains
+/// and the weight register).
 ///
 /// # Safety
 /// AVX2, FMA and F16C are available.
 #[cfg(target_arch = "x86_64")]
 pub(super) unsafe fn row_avx2<E: Element>(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    // SAFETY: the caller's instruction sets, which are `batch`'s.
-    unsafe { by_batch!(batch[E], row, xs, out) }
+    // SAFETY: the caller's instruction sets, which are `avx2::pass`'s.
+    unsafe { by_batch!(avx2::pass[E], xs.len(), (row, xs, out)) }
+}
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn batch<E: Element, const B: usize, const L: usize>(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
+/// The AVX2 path compiled with 32 registers (a pass may hold more vectors).
+///
+/// # Safety
+/// AVX2, FMA, F16C, AVX-512F and AVX-512VL are available.
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn row_avx512<E: Element>(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
+    // SAFETY: the caller's instruction sets, which are `avx512::pass`'s.
+    unsafe { by_batch!(avx512::pass[E], xs.len(), (row, xs, out)) }
+}
+
+/// Two rows of the same length against the vectors of one pass on the AVX2 path: each vector's
+/// values loaded once for both rows, each row's sums in the order [`row_avx2`]'s are (1 vector runs
+/// from registers: 8 chains and 2 weight registers).
+///
+/// # Safety
+/// AVX2, FMA and F16C are available.
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn pair_avx2<E: Element>(rows: [&[u8]; 2], xs: &[&[f32]], outs: [&mut [f32]; 2]) {
+    // SAFETY: the caller's instruction sets, which are `avx2::pair`'s.
+    unsafe { by_batch!(avx2::pair[E], xs.len(), (rows, xs, outs)) }
+}
+
+/// [`pair_avx2`] compiled with 32 registers (3 vectors run from registers: 24 chains).
+///
+/// # Safety
+/// AVX2, FMA, F16C, AVX-512F and AVX-512VL are available.
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn pair_avx512<E: Element>(rows: [&[u8]; 2], xs: &[&[f32]], outs: [&mut [f32]; 2]) {
+    // SAFETY: the caller's instruction sets, which are `avx512::pair`'s.
+    unsafe { by_batch!(avx512::pair[E], xs.len(), (rows, xs, outs)) }
+}
+
+#[cfg(target_arch = "x86_64")]
+both_paths! {
+    /// A row's dot products with the `B` vectors of a pass: 8 values at a time, widened once.
+    pub(super) fn pass<E: Element, const B: usize>(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
         let cols = row.len() / E::BYTES;
         let p = pointers::<B>(xs, cols);
         let whole = cols / 8 * 8;
         // SAFETY: the instruction sets are this function's.
-        let mut acc: Acc<B, L> = unsafe { zero() };
-        for (i, at) in (0..whole).step_by(8).enumerate() {
+        let mut acc: Acc<B> = unsafe { zero() };
+        chained(whole / 8, |i, chain| {
+            let at = 8 * i;
             // SAFETY: the instruction sets are this function's; `at` is a multiple of 8 below
             // `whole`, so `at + 8 <= cols`: within the row (bytes `at · BYTES ..` of its
             // `cols · BYTES`) and within each vector, which `pointers` checked holds `cols` values.
-            unsafe { fma(&mut acc, E::widen8(row.as_ptr().add(at * E::BYTES)), &p, at, i) };
-        }
+            unsafe { fma(&mut acc, E::widen8(row.as_ptr().add(at * E::BYTES)), &p, at, chain) };
+        });
         // SAFETY: the instruction sets are this function's.
         unsafe { finish(&acc, out) };
         for (x, o) in xs.iter().zip(out.iter_mut()) {
             for c in whole..cols {
                 *o += E::widen(&row[c * E::BYTES..]) * x[c];
+            }
+        }
+    }
+
+    /// Two rows' dot products with the `B` vectors of a pass, each as [`pass`] computes it.
+    pub(super) fn pair<E: Element, const B: usize>(rows: [&[u8]; 2], xs: &[&[f32]], outs: [&mut [f32]; 2]) {
+        assert_eq!(rows[0].len(), rows[1].len(), "a pair of rows of one length");
+        let cols = rows[0].len() / E::BYTES;
+        let p = pointers::<B>(xs, cols);
+        let whole = cols / 8 * 8;
+        // SAFETY: the instruction sets are this function's.
+        let mut acc: [Acc<B>; 2] = unsafe { [zero(), zero()] };
+        chained(whole / 8, |i, chain| {
+            let at = 8 * i;
+            // SAFETY: the instruction sets are this function's; `at + 8 <= cols`, within both rows
+            // (of one length) and each vector, as in `pass`.
+            unsafe {
+                let w = rows.map(|row| E::widen8(row.as_ptr().add(at * E::BYTES)));
+                fma2(&mut acc, w, &p, at, chain);
+            }
+        });
+        for ((acc, row), out) in acc.iter().zip(rows).zip(outs) {
+            // SAFETY: the instruction sets are this function's.
+            unsafe { finish(acc, out) };
+            for (x, o) in xs.iter().zip(out.iter_mut()) {
+                for c in whole..cols {
+                    *o += E::widen(&row[c * E::BYTES..]) * x[c];
+                }
             }
         }
     }

@@ -11,15 +11,22 @@
 //! - A weight is dequantized to exactly the f32 value the file format's decoder gives it
 //!   ([`GgmlType::decoder`], bit-exact with ggml's `dequantize_row_*`): the same operations in the
 //!   same order, never fused. Only the order in which the exact products `w·x` are summed differs
-//!   between the paths (Q8_0's SIMD path factors each block's exact `d` out of its sum: see
-//!   `q8_0.rs`), so every path is within `2·γ_n·Σ|w·x|` (plus `2⁻¹⁵⁰` per rounded product, for
-//!   underflow) of every other (`γ_n = n·u / (1 − n·u)`, `u = 2⁻²⁴`, `n` the row length): each is
-//!   within `γ_n·Σ|w·x|` of the exact sum, whatever its order. Activations stay f32 (nothing is
-//!   quantized to integers).
+//!   between the scalar and the SIMD paths (Q8_0's SIMD path factors each block's exact `d` out of
+//!   its sum: see `q8_0.rs`), so every path is within `2·γ_n·Σ|w·x|` (plus `2⁻¹⁵⁰` per rounded
+//!   product, for underflow) of every other (`γ_n = n·u / (1 − n·u)`, `u = 2⁻²⁴`, `n` the row
+//!   length): each is within `γ_n·Σ|w·x|` of the exact sum, whatever its order. Activations stay f32
+//!   (nothing is quantized to integers).
+//! - **A vector's value does not depend on its batch.** On each path a vector's products are summed
+//!   in one order, however many vectors share the pass over a row and however the rows are grouped,
+//!   paired or split over threads: [`matmat`]'s output for a vector is [`matvec`]'s, bit for bit. So
+//!   a row of a batched step is the single step's row (the batched check relies on it), and
+//!   [`Isa::Avx512`], the same operations with more registers, is [`Isa::Avx2`] bit for bit.
 //! - Each type family has a portable scalar path ([`Isa::Scalar`], which sums a row's products in
 //!   order, from the first value to the last) and, on x86-64 with AVX2 and FMA detected at run time
-//!   (once), a SIMD path ([`Isa::Avx2`]). `tests/kernels.rs` holds the scalar path to the decoder and
-//!   an in-order sum exactly, and each SIMD path to the scalar one within the bound above.
+//!   (once), a SIMD path ([`Isa::Avx2`], compiled a second time as [`Isa::Avx512`] where AVX-512F
+//!   and VL are there too). `tests/kernels.rs` holds the scalar path to the decoder and an in-order
+//!   sum exactly, each SIMD path to the scalar one within the bound above, a batch to its vectors
+//!   one at a time and the two SIMD compilations to each other bit for bit.
 //! - Types without a kernel ([`has_kernel`]) are read through the decoder one row at a time, the
 //!   same reading the reference does.
 //! - A matrix splits its rows over threads ([`threads`]) when it is large enough to pay for it.
@@ -120,8 +127,23 @@ impl<'w> Matrix<'w> {
 pub enum Isa {
     /// Portable Rust, one product at a time, summed in order.
     Scalar,
-    /// x86-64 AVX2 with FMA and F16C: 8 f32 lanes per register.
+    /// x86-64 AVX2 with FMA and F16C: 8 f32 lanes per register, 16 registers.
     Avx2,
+    /// [`Isa::Avx2`]'s operations compiled with AVX-512F and VL enabled too: 32 registers hold the
+    /// accumulators of more vectors per pass over a row. Its values are [`Isa::Avx2`]'s, bit for
+    /// bit (`tests/kernels.rs`).
+    Avx512,
+}
+
+impl Isa {
+    /// The path this machine runs for `self`: a SIMD path it lacks falls back to the widest it has.
+    fn available(self) -> Isa {
+        match (self, detected()) {
+            (Isa::Avx512, Isa::Avx2) => Isa::Avx2,
+            (Isa::Avx512 | Isa::Avx2, Isa::Scalar) => Isa::Scalar,
+            (isa, _) => isa,
+        }
+    }
 }
 
 /// The best path this machine runs, detected once.
@@ -130,48 +152,104 @@ pub fn detected() -> Isa {
     *ISA.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c") {
+            if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl") {
+                return Isa::Avx512;
+            }
             return Isa::Avx2;
         }
         Isa::Scalar
     })
 }
 
-/// The most vectors of a batch one pass over a weight row serves (a larger batch is served in
-/// groups of this many): each needs its own accumulator register.
+/// The most vectors one pass over a weight row may serve (a larger batch is served in several).
 pub const MAX_BATCH: usize = 8;
+
+/// The bytes of weight rows a thread reads from memory once and then passes over once per pass of
+/// a batch (from its cache: 128 KiB sits within a core's L2 here, with room for the vectors).
+const GROUP_BYTES: usize = 128 << 10;
 
 /// One row's dot products with `xs.len()` (1 to [`MAX_BATCH`]) vectors of the row's length, into
 /// `out` (one value per vector).
 type RowKernel = fn(row: &[u8], xs: &[&[f32]], out: &mut [f32]);
 
-/// The kernels of a type family: the scalar path, and the AVX2 path where there is one.
+/// The kernels of a type family: the scalar path, and the SIMD paths where there are some.
 struct Kernel {
     scalar: RowKernel,
-    /// Callable only where [`detected`] is [`Isa::Avx2`] (it runs AVX2, FMA and F16C instructions).
+    /// Callable only where [`detected`] is [`Isa::Avx2`] or [`Isa::Avx512`] (it runs AVX2, FMA and
+    /// F16C instructions).
     #[cfg(target_arch = "x86_64")]
     avx2: unsafe fn(row: &[u8], xs: &[&[f32]], out: &mut [f32]),
+    /// Callable only where [`detected`] is [`Isa::Avx512`] (it may also run AVX-512F and VL ones).
+    #[cfg(target_arch = "x86_64")]
+    avx512: unsafe fn(row: &[u8], xs: &[&[f32]], out: &mut [f32]),
+    /// The most vectors a pass of [`Kernel::avx2`] and of [`Kernel::avx512`] keeps in registers
+    /// (measured: `examples/bench_kernels.rs`). A larger pass computes the same values, spilling.
+    most: (usize, usize),
+    /// Where there is one, the kernel of two rows at once on each SIMD path (each vector loaded once
+    /// for both rows; each row's values those of the one-row kernel), and the most vectors of its
+    /// passes.
+    #[cfg(target_arch = "x86_64")]
+    pair: Option<(PairKernel, PairKernel, (usize, usize))>,
+}
+
+/// Two rows' dot products with a pass's vectors, into `outs[0]` and `outs[1]`.
+#[cfg(target_arch = "x86_64")]
+type PairKernel = unsafe fn(rows: [&[u8]; 2], xs: &[&[f32]], outs: [&mut [f32]; 2]);
+
+impl Kernel {
+    /// The most vectors a pass on `isa` serves.
+    fn most(&self, isa: Isa) -> usize {
+        match isa {
+            Isa::Scalar => MAX_BATCH,
+            Isa::Avx2 => self.most.0,
+            Isa::Avx512 => self.most.1,
+        }
+    }
 }
 
 /// The table of the types that have kernels of their own.
 fn kernel(ty: GgmlType) -> Option<Kernel> {
     macro_rules! k {
-        ($scalar:expr, $avx2:expr) => {
+        ($scalar:expr, $avx2:expr, $avx512:expr, $most:expr $(, pair: $pair:expr)?) => {
             Kernel {
                 scalar: $scalar,
                 #[cfg(target_arch = "x86_64")]
                 avx2: $avx2,
+                #[cfg(target_arch = "x86_64")]
+                avx512: $avx512,
+                most: $most,
+                #[cfg(target_arch = "x86_64")]
+                pair: None $(.or(Some($pair)))?,
             }
         };
     }
     use float::{Bf16, F16, F32};
     Some(match ty {
-        GgmlType::F32 => k!(float::row_scalar::<F32>, float::row_avx2::<F32>),
-        GgmlType::F16 => k!(float::row_scalar::<F16>, float::row_avx2::<F16>),
-        GgmlType::BF16 => k!(float::row_scalar::<Bf16>, float::row_avx2::<Bf16>),
-        GgmlType::Q8_0 => k!(q8_0::row_scalar, q8_0::row_avx2),
-        GgmlType::Q4_K => k!(kquants::q4_k_scalar, kquants::q4_k_avx2),
-        GgmlType::Q5_K => k!(kquants::q5_k_scalar, kquants::q5_k_avx2),
-        GgmlType::Q6_K => k!(kquants::q6_k_scalar, kquants::q6_k_avx2),
+        GgmlType::F32 => k!(
+            float::row_scalar::<F32>,
+            float::row_avx2::<F32>,
+            float::row_avx512::<F32>,
+            (3, 7),
+            pair: (float::pair_avx2::<F32>, float::pair_avx512::<F32>, (1, 3))
+        ),
+        GgmlType::F16 => k!(
+            float::row_scalar::<F16>,
+            float::row_avx2::<F16>,
+            float::row_avx512::<F16>,
+            (3, 7),
+            pair: (float::pair_avx2::<F16>, float::pair_avx512::<F16>, (1, 3))
+        ),
+        GgmlType::BF16 => k!(
+            float::row_scalar::<Bf16>,
+            float::row_avx2::<Bf16>,
+            float::row_avx512::<Bf16>,
+            (3, 7),
+            pair: (float::pair_avx2::<Bf16>, float::pair_avx512::<Bf16>, (1, 3))
+        ),
+        GgmlType::Q8_0 => k!(q8_0::row_scalar, q8_0::row_avx2, q8_0::row_avx512, (2, 5)),
+        GgmlType::Q4_K => k!(kquants::q4_k_scalar, kquants::q4_k_avx2, kquants::q4_k_avx512, (2, 5)),
+        GgmlType::Q5_K => k!(kquants::q5_k_scalar, kquants::q5_k_avx2, kquants::q5_k_avx512, (2, 5)),
+        GgmlType::Q6_K => k!(kquants::q6_k_scalar, kquants::q6_k_avx2, kquants::q6_k_avx512, (2, 5)),
         _ => return None,
     })
 }
@@ -193,8 +271,8 @@ pub fn matmat(m: &Matrix, xs: &[f32], batch: usize, outs: &mut [f32], threads: u
     matmat_on(detected(), m, xs, batch, outs, threads)
 }
 
-/// [`matmat`] on the path `isa` (for tests and benchmarks): [`Isa::Avx2`] where it is not
-/// [`detected`] runs the scalar path.
+/// [`matmat`] on the path `isa` (for tests and benchmarks): a SIMD path this machine lacks runs the
+/// widest it has ([`detected`]).
 pub fn matmat_on(isa: Isa, m: &Matrix, xs: &[f32], batch: usize, outs: &mut [f32], threads: usize) {
     matmat_with(isa, threads::DEFAULT, m, xs, batch, outs, threads)
 }
@@ -215,37 +293,89 @@ pub fn matmat_with(
     if batch == 0 || m.rows == 0 {
         return;
     }
-    let isa = if isa == Isa::Avx2 && detected() != Isa::Avx2 { Isa::Scalar } else { isa };
+    let isa = isa.available();
     let xs: Vec<&[f32]> = if m.cols == 0 { vec![&[]; batch] } else { xs.chunks_exact(m.cols).collect() };
     let mut outs: Vec<&mut [f32]> = outs.chunks_exact_mut(m.rows).collect();
     threads::over_rows_with(split, m, &xs, &mut outs, threads, &|part, xs, outs| rows(isa, part, xs, outs));
 }
 
 /// `outs[b][r] = m.row(r) · xs[b]` for every row of `m` (a part of a matrix) on this thread.
+///
+/// The batch is split into passes of as many vectors as the path keeps in registers, and the rows
+/// into groups of [`GROUP_BYTES`]: each group is read from memory once, by the first pass, and from
+/// cache by the others; within a group, rows go two at a time where the type has a pair kernel.
+/// None of these splits changes a value (a vector's sum has one order: `simd.rs`).
 fn rows(isa: Isa, m: &Matrix, xs: &[&[f32]], outs: &mut [&mut [f32]]) {
     let Some(k) = kernel(m.ty) else {
         return decoded_rows(m, xs, outs);
     };
-    let mut out = [0f32; MAX_BATCH];
-    for (group, xs) in xs.chunks(MAX_BATCH).enumerate() {
-        let outs = &mut outs[group * MAX_BATCH..][..xs.len()];
-        let out = &mut out[..xs.len()];
-        for r in 0..m.rows {
-            let row = m.row(r);
-            match isa {
-                Isa::Scalar => (k.scalar)(row, xs, out),
+    let one = |row: &[u8], xs: &[&[f32]], out: &mut [f32]| match isa {
+        Isa::Scalar => (k.scalar)(row, xs, out),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `matmat_with` keeps `Isa::Avx2` only where `detected()` found AVX2, FMA and F16C
+        // on this machine, the instructions `avx2` runs (`Isa::available`).
+        Isa::Avx2 => unsafe { (k.avx2)(row, xs, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `matmat_with` keeps `Isa::Avx512` only where `detected()` also found AVX-512F and
+        // VL, the instructions `avx512` may run besides `avx2`'s.
+        Isa::Avx512 => unsafe { (k.avx512)(row, xs, out) },
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Avx2 | Isa::Avx512 => (k.scalar)(row, xs, out),
+    };
+    #[cfg(target_arch = "x86_64")]
+    let pair = k.pair.filter(|_| xs.len() > 1).and_then(|(avx2, avx512, most)| match isa {
+        Isa::Scalar => None,
+        Isa::Avx2 => Some((avx2, most.0)),
+        Isa::Avx512 => Some((avx512, most.1)),
+    });
+    #[cfg(not(target_arch = "x86_64"))]
+    let pair: Option<((), usize)> = None;
+    let passes = even_parts(xs.len(), pair.map_or(k.most(isa), |(_, most)| most));
+    let group = (GROUP_BYTES / m.row_bytes.max(1)).max(2) / 2 * 2;
+    let (mut a, mut b) = ([0f32; MAX_BATCH], [0f32; MAX_BATCH]);
+    for first in (0..m.rows).step_by(group) {
+        let end = (first + group).min(m.rows);
+        for pass in &passes {
+            let (xs, outs) = (&xs[pass.clone()], &mut outs[pass.clone()]);
+            let (a, b) = (&mut a[..xs.len()], &mut b[..xs.len()]);
+            let mut r = first;
+            while r < end {
                 #[cfg(target_arch = "x86_64")]
-                // SAFETY: `matmat_on` turns `Isa::Avx2` into `Isa::Scalar` unless `detected()` found
-                // AVX2, FMA and F16C on this machine, the instructions `avx2` runs.
-                Isa::Avx2 => unsafe { (k.avx2)(row, xs, out) },
-                #[cfg(not(target_arch = "x86_64"))]
-                Isa::Avx2 => (k.scalar)(row, xs, out),
-            }
-            for (o, v) in outs.iter_mut().zip(out.iter()) {
-                o[r] = *v;
+                if let Some((pair, _)) = pair
+                    && r + 1 < end
+                {
+                    // SAFETY: `matmat_with` keeps a SIMD path only where `detected()` found its
+                    // instruction sets on this machine (`Isa::available`), which `pair` runs.
+                    unsafe { pair([m.row(r), m.row(r + 1)], xs, [&mut *a, &mut *b]) };
+                    for ((o, va), vb) in outs.iter_mut().zip(a.iter()).zip(b.iter()) {
+                        (o[r], o[r + 1]) = (*va, *vb);
+                    }
+                    r += 2;
+                    continue;
+                }
+                one(m.row(r), xs, a);
+                for (o, v) in outs.iter_mut().zip(a.iter()) {
+                    o[r] = *v;
+                }
+                r += 1;
             }
         }
     }
+}
+
+/// `0..n` cut into as few parts of at most `most` (1 to [`MAX_BATCH`]) as may be, their sizes as
+/// even as may be.
+fn even_parts(n: usize, most: usize) -> Vec<std::ops::Range<usize>> {
+    let parts = n.div_ceil(most.clamp(1, MAX_BATCH));
+    let mut start = 0;
+    (0..parts)
+        .map(|p| {
+            // `n - start` stays within `[parts - p, most · (parts - p)]`, so each part is 1 to `most`.
+            let len = (n - start) / (parts - p);
+            start += len;
+            start - len..start
+        })
+        .collect()
 }
 
 /// [`rows`] for a type without kernels: each row decoded whole, then dotted in order.

@@ -5,7 +5,7 @@
 use std::arch::x86_64::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::simd::{Acc, by_batch, f16_at, finish, fma, pointers, zero};
+use super::simd::{Acc, both_paths, by_batch, chained, f16_at, finish, fma, pointers, zero};
 
 /// Bytes per block.
 const BLOCK_BYTES: usize = 34;
@@ -31,31 +31,46 @@ pub(super) fn row_scalar(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
     }
 }
 
-/// The AVX2 path: each group of 8 quants sign-extended to i32 and converted (exactly) to f32.
+/// The AVX2 path: each group of 8 quants sign-extended to i32 and converted (exactly) to f32
+/// (up to 2 vectors of a pass run from registers: each one's block sum and 4 chains, the scale and
+/// the block's 4 groups).
 ///
 /// A weight `d · q` is exact in f32 (an f16 significand of 11 bits times an 8-bit integer needs at
 /// most 19 bits, and no product of an f16 and an i8 falls below f32's normal range), so
-/// `Σ (d·q)·x = d · Σ q·x` exactly, in real arithmetic: for a batch of up to 3 vectors each block's
-/// `Σ q·x` is summed first and multiplied by `d` once (5 multiply-adds per 32 values instead of 4
-/// multiplications and 4 multiply-adds). That is another order of the same exact products, within
-/// the bound every path keeps (its depth, `32/8 + 3 + 2 + blocks`, is below `n`), with one more
-/// rounded product per block (`n/32` more underflows of at most 2⁻¹⁵⁰ each). A larger batch
-/// multiplies each group by `d` once and shares it between the vectors.
+/// `Σ (d·q)·x = d · Σ q·x` exactly, in real arithmetic: each block's `Σ q·x` is summed first and
+/// multiplied by `d` once (5 multiply-adds per 32 values instead of 4 multiplications and 4
+/// multiply-adds). That is another order of the same exact products, within the bound every path
+/// keeps (its depth, `32/8 + 3 + 2 + blocks`, is below `n`), with one more rounded product per block
+/// (`n/32` more underflows of at most 2⁻¹⁵⁰ each).
 ///
 /// # Safety
 /// AVX2, FMA and F16C are available.
 #[cfg(target_arch = "x86_64")]
 pub(super) unsafe fn row_avx2(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    // SAFETY: the caller's instruction sets, which are `batch`'s.
-    unsafe { by_batch!(batch, row, xs, out) }
+    // SAFETY: the caller's instruction sets, which are `avx2::pass`'s.
+    unsafe { by_batch!(avx2::pass, xs.len(), (row, xs, out)) }
+}
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn batch<const B: usize, const L: usize>(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
+/// The AVX2 path compiled with 32 registers (a pass may hold more vectors).
+///
+/// # Safety
+/// AVX2, FMA, F16C, AVX-512F and AVX-512VL are available.
+#[cfg(target_arch = "x86_64")]
+pub(super) unsafe fn row_avx512(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
+    // SAFETY: the caller's instruction sets, which are `avx512::pass`'s.
+    unsafe { by_batch!(avx512::pass, xs.len(), (row, xs, out)) }
+}
+
+#[cfg(target_arch = "x86_64")]
+both_paths! {
+    /// A row's dot products with the `B` vectors of a pass, a block at a time.
+    pub(super) fn pass<const B: usize>(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
         let (blocks, _) = row.as_chunks::<BLOCK_BYTES>();
         let p = pointers::<B>(xs, blocks.len() * BLOCK_VALUES);
         // SAFETY: the instruction sets are this function's.
-        let mut acc: Acc<B, L> = unsafe { zero() };
-        for (k, block) in blocks.iter().enumerate() {
+        let mut acc: Acc<B> = unsafe { zero() };
+        chained(blocks.len(), |k, chain| {
+            let block = &blocks[k];
             // SAFETY: the instruction sets are this function's.
             let d = _mm256_set1_ps(unsafe { f16_at(block, 0) });
             // SAFETY: the instruction sets are this function's; bytes `2 + 8g .. 10 + 8g` are within
@@ -64,24 +79,17 @@ pub(super) unsafe fn row_avx2(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
                 _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(block.as_ptr().add(2 + 8 * g).cast())))
             });
             let at = k * BLOCK_VALUES;
-            if B <= 3 {
-                // SAFETY: the instruction sets are this function's.
-                let mut sum: Acc<B, 1> = unsafe { zero() };
-                for (g, q) in q.iter().enumerate() {
-                    // SAFETY: values `at + 8g .. + 8` are within each vector, which `pointers`
-                    // checked holds 32 for each of the row's blocks.
-                    unsafe { fma(&mut sum, *q, &p, at + 8 * g, 0) };
-                }
-                for b in 0..B {
-                    acc[b][k % L] = _mm256_fmadd_ps(d, sum[b][0], acc[b][k % L]);
-                }
-            } else {
-                for (g, q) in q.iter().enumerate() {
-                    // SAFETY: as above.
-                    unsafe { fma(&mut acc, _mm256_mul_ps(d, *q), &p, at + 8 * g, g) };
-                }
+            // SAFETY: the instruction sets are this function's.
+            let mut sum: Acc<B> = unsafe { zero() };
+            for (g, q) in q.iter().enumerate() {
+                // SAFETY: values `at + 8g .. + 8` are within each vector, which `pointers` checked
+                // holds 32 for each of the row's blocks.
+                unsafe { fma(&mut sum, *q, &p, at + 8 * g, 0) };
             }
-        }
+            for b in 0..B {
+                acc[b][chain] = _mm256_fmadd_ps(d, sum[b][0], acc[b][chain]);
+            }
+        });
         // SAFETY: the instruction sets are this function's.
         unsafe { finish(&acc, out) };
     }

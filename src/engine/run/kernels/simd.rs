@@ -1,10 +1,20 @@
-//! The AVX2 pieces every type family's SIMD path is made of: a batch's accumulators, one weight
-//! register multiplied into each of them, and their sum at the end of a row.
+//! The AVX2 pieces every type family's SIMD path is made of: a pass's accumulators, one weight
+//! register multiplied into each of them, their sum at the end of a row, and the passes a batch is
+//! split into.
 //!
-//! A row's dot products with a batch of `B` vectors keep `B × L` accumulators of 8 f32 lanes: `B`
-//! for the vectors, and `L` independent ones per vector so that a small batch still has enough fused
-//! multiply-adds in flight (a batch of 1 uses 4, since an FMA takes 4 cycles and two issue per
-//! cycle). Each weight register is loaded (dequantized) once and multiplied into all `B`.
+//! The rule they keep: **a vector's products are summed in one order whatever the batch.** A row's
+//! dot product with a vector keeps [`CHAINS`] accumulators of 8 f32 lanes; the `i`-th weight
+//! register of the row goes into chain `i % CHAINS` (4, so that one vector alone has enough fused
+//! multiply-adds in flight: an FMA takes 4 cycles and two issue per cycle), and [`finish`] adds the
+//! chains and then the lanes in a fixed order. A batch is served in passes over the row, each of as
+//! many vectors as a path's registers hold (`super::Kernel`'s table), each weight register loaded
+//! (dequantized) once per pass and multiplied into every vector's chains. So a vector's value does not depend on how many others
+//! share its pass, or on which path runs it: a row of a batched step is bit for bit the row of the
+//! single step, which the batched check relies on (docs/SOUNDNESS.md, "Batched decode").
+//!
+//! The two SIMD paths are the same operations compiled twice ([`both_paths!`]): for AVX2 (16 vector
+//! registers) and with AVX-512F and VL also enabled, whose 32 registers hold the chains of more
+//! vectors per pass; no AVX-512 instruction is asked for, and none changes a value.
 //!
 //! Every function here is `unsafe`: each runs AVX2 and FMA instructions, which the caller has
 //! checked the machine has ([`super::detected`]), and [`fma`] also reads through raw pointers,
@@ -12,47 +22,87 @@
 
 use std::arch::x86_64::*;
 
-/// The accumulators of a row against `B` vectors, `L` per vector.
-pub(super) type Acc<const B: usize, const L: usize> = [[__m256; L]; B];
+/// The accumulators of one vector's dot product with a row.
+pub(super) const CHAINS: usize = 4;
 
-/// `B × L` accumulators at zero.
+/// The accumulators of a row against the `B` vectors of a pass, [`CHAINS`] per vector.
+pub(super) type Acc<const B: usize> = [[__m256; CHAINS]; B];
+
+/// `B × CHAINS` accumulators at zero.
 ///
 /// # Safety
 /// AVX is available.
 #[inline(always)]
-pub(super) unsafe fn zero<const B: usize, const L: usize>() -> Acc<B, L> {
+pub(super) unsafe fn zero<const B: usize>() -> Acc<B> {
     // SAFETY: the caller has AVX.
-    unsafe { [[_mm256_setzero_ps(); L]; B] }
+    unsafe { [[_mm256_setzero_ps(); CHAINS]; B] }
 }
 
-/// `acc[b][lane % L] += w · xs[b][at .. at + 8]` for each of the `B` vectors.
+/// `acc[b][chain % CHAINS] += w · xs[b][at .. at + 8]` for each of the `B` vectors.
 ///
 /// # Safety
 /// AVX2 and FMA are available, and `xs[b] + at .. xs[b] + at + 8` are readable f32 values for
 /// every `b`.
 #[inline(always)]
-pub(super) unsafe fn fma<const B: usize, const L: usize>(
-    acc: &mut Acc<B, L>,
-    w: __m256,
+pub(super) unsafe fn fma<const B: usize>(acc: &mut Acc<B>, w: __m256, xs: &[*const f32; B], at: usize, chain: usize) {
+    for b in 0..B {
+        // SAFETY: the caller's bounds on `xs[b] + at .. + 8`, and its FMA.
+        unsafe {
+            let x = _mm256_loadu_ps(xs[b].add(at));
+            acc[b][chain % CHAINS] = _mm256_fmadd_ps(w, x, acc[b][chain % CHAINS]);
+        }
+    }
+}
+
+/// [`fma`] for two rows at once: `acc[r][b][chain % CHAINS] += w[r] · xs[b][at .. at + 8]`, each
+/// vector's 8 values loaded once for both rows.
+///
+/// # Safety
+/// As [`fma`].
+#[inline(always)]
+pub(super) unsafe fn fma2<const B: usize>(
+    acc: &mut [Acc<B>; 2],
+    w: [__m256; 2],
     xs: &[*const f32; B],
     at: usize,
-    lane: usize,
+    chain: usize,
 ) {
     for b in 0..B {
         // SAFETY: the caller's bounds on `xs[b] + at .. + 8`, and its FMA.
         unsafe {
             let x = _mm256_loadu_ps(xs[b].add(at));
-            acc[b][lane % L] = _mm256_fmadd_ps(w, x, acc[b][lane % L]);
+            for r in 0..2 {
+                acc[r][b][chain % CHAINS] = _mm256_fmadd_ps(w[r], x, acc[r][b][chain % CHAINS]);
+            }
         }
     }
 }
 
-/// Each vector's sum of its `L` accumulators' 8 lanes, into `out[b]`.
+/// Calls `f(i, i % CHAINS)` for `i` in `0..n`, in order, each call site with its chain a constant
+/// (groups of [`CHAINS`] calls unrolled, the last group's calls guarded), so that the accumulators
+/// a chain indexes stay in registers: indexed by a variable, they would live in memory.
+#[inline(always)]
+pub(super) fn chained(n: usize, mut f: impl FnMut(usize, usize)) {
+    let whole = n / CHAINS * CHAINS;
+    for base in (0..whole).step_by(CHAINS) {
+        for chain in 0..CHAINS {
+            f(base + chain, chain);
+        }
+    }
+    for chain in 0..CHAINS {
+        if whole + chain < n {
+            f(whole + chain, chain);
+        }
+    }
+}
+
+/// Each vector's sum of its chains (in order) and then of their 8 lanes (halves, then pairs), into
+/// `out[b]`.
 ///
 /// # Safety
 /// AVX is available.
 #[inline(always)]
-pub(super) unsafe fn finish<const B: usize, const L: usize>(acc: &Acc<B, L>, out: &mut [f32]) {
+pub(super) unsafe fn finish<const B: usize>(acc: &Acc<B>, out: &mut [f32]) {
     for (b, o) in out.iter_mut().enumerate().take(B) {
         // SAFETY: the caller has AVX; the lanes are read from a register.
         unsafe {
@@ -76,25 +126,43 @@ pub(super) fn pointers<const B: usize>(xs: &[&[f32]], cols: usize) -> [*const f3
     })
 }
 
-/// Calls `$f::<G.., B, L>($row, $xs, $out)` for the batch size `$xs.len()` (1 to 8), with the
-/// accumulators per vector that size wants: 4 for one vector, 2 for two, 1 beyond. `G..` are the
-/// function's other generic arguments, if any (`by_batch!(f[E], …)`).
+/// Calls `$f::<G.., B>(args..)` for the pass of `B = $n` vectors (1 to 8). `G..` are the function's
+/// other generic arguments, if any (`by_batch!(avx2::pass[E], xs.len(), (row, xs, out))`).
 macro_rules! by_batch {
-    ($f:ident $([$($g:ty),*])?, $row:expr, $xs:expr, $out:expr) => {
-        match $xs.len() {
-            1 => $f::<$($($g,)*)? 1, 4>($row, $xs, $out),
-            2 => $f::<$($($g,)*)? 2, 2>($row, $xs, $out),
-            3 => $f::<$($($g,)*)? 3, 1>($row, $xs, $out),
-            4 => $f::<$($($g,)*)? 4, 1>($row, $xs, $out),
-            5 => $f::<$($($g,)*)? 5, 1>($row, $xs, $out),
-            6 => $f::<$($($g,)*)? 6, 1>($row, $xs, $out),
-            7 => $f::<$($($g,)*)? 7, 1>($row, $xs, $out),
-            8 => $f::<$($($g,)*)? 8, 1>($row, $xs, $out),
-            n => panic!("a batch of {n} vectors in one pass (at most {})", super::MAX_BATCH),
+    ($($f:ident)::+ $([$($g:ty),*])?, $n:expr, ($($arg:expr),*)) => {
+        match $n {
+            1 => $($f)::+::<$($($g,)*)? 1>($($arg),*),
+            2 => $($f)::+::<$($($g,)*)? 2>($($arg),*),
+            3 => $($f)::+::<$($($g,)*)? 3>($($arg),*),
+            4 => $($f)::+::<$($($g,)*)? 4>($($arg),*),
+            5 => $($f)::+::<$($($g,)*)? 5>($($arg),*),
+            6 => $($f)::+::<$($($g,)*)? 6>($($arg),*),
+            7 => $($f)::+::<$($($g,)*)? 7>($($arg),*),
+            8 => $($f)::+::<$($($g,)*)? 8>($($arg),*),
+            n => panic!("a pass of {n} vectors (at most {})", super::MAX_BATCH),
         }
     };
 }
 pub(super) use by_batch;
+
+/// The items given (a type family's pass functions), compiled twice: in `mod avx2` for AVX2, FMA
+/// and F16C, and in `mod avx512` with AVX-512F and VL enabled too (32 vector registers). Each item
+/// is written once, so the two paths are the same operations in the same order.
+macro_rules! both_paths {
+    ($($item:item)*) => {
+        mod avx2 {
+            #[allow(unused_imports)]
+            use super::*;
+            $(#[target_feature(enable = "avx2,fma,f16c")] $item)*
+        }
+        mod avx512 {
+            #[allow(unused_imports)]
+            use super::*;
+            $(#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")] $item)*
+        }
+    };
+}
+pub(super) use both_paths;
 
 /// The little-endian f16 at `b[at..at + 2]`, widened (exactly) by F16C, in registers: the scalar
 /// widening of the `half` crate is a call, which would spill every accumulator once per block.
