@@ -16,8 +16,19 @@ pub enum Storage {
 impl Storage {
     pub const ALL: [Storage; 3] = [Storage::F32, Storage::Bf16, Storage::F16];
 
-    /// `x` rounded to this type (round to nearest even), back in f32.
+    /// `x` rounded to this type (round to nearest even), back in f32. At f32 it is `x`, inlined
+    /// into every caller: the engine keeps every value it computes through here.
+    #[inline(always)]
     pub fn round(self, x: f32) -> f32 {
+        match self {
+            Storage::F32 => x,
+            reduced => reduced.round_reduced(x),
+        }
+    }
+
+    /// [`Storage::round`] to a type narrower than f32.
+    #[inline(never)]
+    fn round_reduced(self, x: f32) -> f32 {
         match self {
             Storage::F32 => x,
             Storage::Bf16 => half::bf16::from_f32(x).to_f32(),

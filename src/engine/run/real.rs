@@ -89,6 +89,7 @@ impl Real for f32 {
         f32::max(self, other)
     }
     const NEG_INFINITY: f32 = f32::NEG_INFINITY;
+    #[inline]
     fn round_to(self, storage: Storage) -> f32 {
         #[cfg(test)]
         if storage == Storage::F16 && crate::planted::is(crate::planted::Bug::EngineF16AsBf16) {
@@ -495,6 +496,7 @@ pub struct Keep {
 
 impl Keep {
     /// The value `x` as it is kept.
+    #[inline]
     pub fn keep<R: Real>(self, x: R) -> R {
         match self.rounding {
             Rounding::Stored => x.round_to(self.storage),
