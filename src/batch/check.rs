@@ -426,3 +426,71 @@ pub fn check_lowered(
         tolerance: tol,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    //! The batched check catches what the single check catches, at the stage that must catch it,
+    //! at every numerics: a bug planted in the engine's units is a disagreement of the sequence and
+    //! step that first runs it, and the check agrees once it is gone.
+
+    use super::*;
+    use crate::engine::{Storage, lower::lower_graph, shim::EngineShim};
+    use crate::model::{author::decode_step, presets, random::random_checkpoint};
+    use crate::planted::{self, Bug};
+
+    type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+    /// Two sequences in a batch of two, a fork and a rollback: every way a state moves.
+    const SCHEDULE: &str = "admit s0 @0\nadmit s1 @1\ndecode s0=3 s1=9\nfork s0 -> s2 @2\ndecode s2=1 s1=4\n\
+                            decode s0=5 s2=2\nrollback s2 1\ndecode s2=7 s1=6\n";
+
+    /// The batched check's verdict on the tiny preset, changed by `edit`, at `numerics`.
+    fn verdict_of(edit: fn(&mut crate::model::ModelSpec), numerics: Numerics) -> Result<BatchVerdict> {
+        let mut spec = presets::preset("tiny").ok_or("no such preset")?;
+        edit(&mut spec);
+        let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+        let pool = BatchProgram::new(lower_graph(&graph, numerics)?, 3, 2, 2, 16)?;
+        Ok(check(&graph, &pool, &random_checkpoint(&spec, 1), &SCHEDULE.parse()?)?)
+    }
+
+    #[test]
+    fn every_planted_engine_bug_is_a_disagreement_at_its_stage_at_its_numerics() -> Result<()> {
+        let f16 = Numerics { activations: Storage::F16, kv_cache: Storage::F16, recurrent_state: Storage::F32 };
+        let large_eps: fn(&mut crate::model::ModelSpec) = |s| s.rms_eps = 1e-3;
+        // (bug, spec edit, numerics, the stage that must catch it, the first row it shows in):
+        // the single check's table (`check::tests`), run through the pool. Every bug but RoPE's
+        // shows in the first row that runs; RoPE is the identity at position 0, so it shows first
+        // in s2's row at step 1, the first row at position 1. The last bug is invisible to the
+        // structure, which keeps every stored value exactly; the old batched check refused to
+        // judge it at all.
+        type Edit = fn(&mut crate::model::ModelSpec);
+        let (s0, s2) = (Seq(0), Seq(2));
+        let cases: [(Bug, Edit, Numerics, Stage, (Seq, usize)); 5] = [
+            (Bug::EngineGatedNormEpsFixed, large_eps, Numerics::F32, Stage::Structure, (s0, 0)),
+            (Bug::EngineL2EpsOutsideSqrt, |_| {}, Numerics::BF16, Stage::Structure, (s0, 0)),
+            (Bug::EngineRopeBackwards, |_| {}, Numerics::F32, Stage::Structure, (s2, 1)),
+            (Bug::EngineGroupedValueHeads, |_| {}, f16, Stage::Structure, (s0, 0)),
+            (Bug::EngineF16AsBf16, |_| {}, f16, Stage::Numerics, (s0, 0)),
+        ];
+        for (bug, edit, numerics, stage, at) in cases {
+            let clean = verdict_of(edit, numerics)?;
+            assert!(matches!(clean, BatchVerdict::Agree { .. }), "{bug:?} at {numerics}, not planted: {clean}");
+            let planted = planted::with(bug, || verdict_of(edit, numerics))?;
+            let caught = matches!(&planted, BatchVerdict::Disagree(w) if w.stage == stage && (w.seq, w.step) == at);
+            assert!(caught, "{bug:?} at {numerics}: {planted}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_reduced_numerics_is_judged_not_refused() -> Result<()> {
+        for numerics in [Numerics::BF16, Numerics::parse("f16/bf16").ok_or("numerics")?] {
+            let v = verdict_of(|_| {}, numerics)?;
+            let BatchVerdict::Agree { structure, max_rel, tolerance, .. } = v else {
+                return Err(format!("{numerics}: {v}").into());
+            };
+            assert!(structure <= EXACT && max_rel <= tolerance, "{numerics}: {v}");
+        }
+        Ok(())
+    }
+}
