@@ -464,8 +464,9 @@ mod tests {
         // structure, which keeps every stored value exactly; the old batched check refused to
         // judge it at all.
         type Edit = fn(&mut crate::model::ModelSpec);
+        type Case = (Bug, Edit, Numerics, Stage, (Seq, usize));
         let (s0, s2) = (Seq(0), Seq(2));
-        let cases: [(Bug, Edit, Numerics, Stage, (Seq, usize)); 5] = [
+        let cases: [Case; 5] = [
             (Bug::EngineGatedNormEpsFixed, large_eps, Numerics::F32, Stage::Structure, (s0, 0)),
             (Bug::EngineL2EpsOutsideSqrt, |_| {}, Numerics::BF16, Stage::Structure, (s0, 0)),
             (Bug::EngineRopeBackwards, |_| {}, Numerics::F32, Stage::Structure, (s2, 1)),
