@@ -10,7 +10,7 @@ use stepcheck::batch::plan::lower_schedule;
 use stepcheck::batch::prove::SlotVerdict;
 use stepcheck::batch::schedule::Schedule;
 use stepcheck::batch::{BatchProgram, StateIndex};
-use stepcheck::engine::{Numerics, Program, lower::lower_graph, shim::EngineShim};
+use stepcheck::engine::{Numerics, Program, Storage, lower::lower_graph, shim::EngineShim};
 use stepcheck::r#gen::draw::seeded_bytes;
 use stepcheck::ir::Graph;
 use stepcheck::model::{Checkpoint, author::decode_step, presets, random::random_checkpoint};
@@ -18,24 +18,54 @@ use stepcheck::prove::prove;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-/// The tiny preset's fused graph, its program and a random checkpoint.
+/// The tiny preset's fused graph, its program (at f32) and a random checkpoint.
 fn tiny() -> Result<(Graph, Program, Checkpoint)> {
+    tiny_at(Numerics::F32)
+}
+
+/// The tiny preset's fused graph, its program at `numerics` and a random checkpoint.
+fn tiny_at(numerics: Numerics) -> Result<(Graph, Program, Checkpoint)> {
     let spec = presets::preset("tiny").ok_or("no tiny preset")?;
     let graph = EngineShim::default().prepare(&decode_step(&spec)?);
-    let program = lower_graph(&graph, Numerics::F32)?;
+    let program = lower_graph(&graph, numerics)?;
     Ok((graph, program, random_checkpoint(&spec, 7)))
 }
 
-/// The number of generated cases: `STEPCHECK_BATCH_CASES`, else 3000.
-fn cases() -> usize {
-    std::env::var("STEPCHECK_BATCH_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(3000)
+/// The reduced numerics the batch is judged at besides f32: activations and KV cache in bf16, and
+/// in f16 (the recurrent state stays f32, as lowering requires).
+const REDUCED: [Numerics; 2] =
+    [Numerics::BF16, Numerics { activations: Storage::F16, kv_cache: Storage::F16, recurrent_state: Storage::F32 }];
+
+/// The number of an environment variable's generated cases, else `default`.
+fn count(var: &str, default: usize) -> usize {
+    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// The verdict of `schedule` on a pool of `(slots, batch, snapshots)`.
-fn verdict(schedule: &str, (slots, batch, snapshots): (usize, usize, usize)) -> Result<BatchVerdict> {
-    let (graph, program, checkpoint) = tiny()?;
+/// The number of generated cases at f32: `STEPCHECK_BATCH_CASES`, else 3000.
+fn cases() -> usize {
+    count("STEPCHECK_BATCH_CASES", 3000)
+}
+
+/// The number of generated cases at each reduced numerics: `STEPCHECK_BATCH_REDUCED_CASES`, else
+/// 1500.
+fn reduced_cases() -> usize {
+    count("STEPCHECK_BATCH_REDUCED_CASES", 1500)
+}
+
+/// The verdict of `schedule` on a pool of `(slots, batch, snapshots)` at `numerics`.
+fn verdict_at(
+    numerics: Numerics,
+    schedule: &str,
+    (slots, batch, snapshots): (usize, usize, usize),
+) -> Result<BatchVerdict> {
+    let (graph, program, checkpoint) = tiny_at(numerics)?;
     let pool = BatchProgram::new(program, slots, batch, snapshots, 16)?;
     Ok(check(&graph, &pool, &checkpoint, &schedule.parse::<Schedule>()?)?)
+}
+
+/// The verdict of `schedule` on a pool of `(slots, batch, snapshots)` at f32.
+fn verdict(schedule: &str, pool: (usize, usize, usize)) -> Result<BatchVerdict> {
+    verdict_at(Numerics::F32, schedule, pool)
 }
 
 #[test]
@@ -76,9 +106,11 @@ fn every_sequence_computes_what_it_computes_alone() -> Result<()> {
         ("admit s0 @0\ndecode s0=3\ndecode s0=4\ndecode s0=5\nrollback s0 2\ndecode s0=6\n", (2, 1, 3)),
         ("admit s0 @0\ndecode s0=3\nfork s0 -> s1 @1\ndecode s1=4\nrollback s1 2\ndecode s1=9 s0=9\n", (2, 2, 2)),
     ];
-    for (schedule, pool) in cases {
-        let v = verdict(schedule, pool)?;
-        assert!(matches!(v, BatchVerdict::Agree { .. }), "{schedule}: {v}");
+    for numerics in [Numerics::F32].into_iter().chain(REDUCED) {
+        for (schedule, pool) in cases {
+            let v = verdict_at(numerics, schedule, pool)?;
+            assert!(matches!(v, BatchVerdict::Agree { .. }), "{numerics}: {schedule}: {v}");
+        }
     }
     Ok(())
 }
@@ -175,19 +207,39 @@ const KIND_OUTCOMES: [(MutationKind, &[&str], &[&str]); 9] = [
 
 #[test]
 fn generated_schedules_and_mutations_get_the_outcomes_they_must_have() -> Result<()> {
-    let (graph, program, checkpoint) = tiny()?;
+    generated(Numerics::F32, 0..cases() as u64)
+}
+
+/// The same at reduced storage, on other seeds (the draw does not depend on the numerics, so the
+/// f32 test's seeds would repeat its schedules): the structure is judged exactly and the numerics
+/// against the engine's shadow, so every kind must come to exactly what it comes to at f32.
+#[test]
+fn generated_schedules_and_mutations_get_the_outcomes_they_must_have_at_reduced_storage() -> Result<()> {
+    for (i, numerics) in REDUCED.into_iter().enumerate() {
+        let first = 1_000_000 * (i as u64 + 1);
+        generated(numerics, first..first + reduced_cases() as u64)?;
+    }
+    Ok(())
+}
+
+/// Judges the generated cases of `seeds` on the tiny preset at `numerics`: every case gets exactly
+/// the outcome validation and the symbolic run predict, the proof and the interpreters never
+/// contradict each other, and every mutation kind gets only outcomes it may have and each it must.
+fn generated(numerics: Numerics, seeds: std::ops::Range<u64>) -> Result<()> {
+    let (graph, program, checkpoint) = tiny_at(numerics)?;
     let spec = presets::preset("tiny").ok_or("no tiny preset")?;
+    let n = seeds.end - seeds.start;
     // The one-sequence step is proved once: it is the same program in every slot.
     let step = prove(&decode_step(&spec)?, &graph, &program);
-    assert!(step.is_proved(), "{step}");
+    assert!(step.is_proved(), "{numerics}: {step}");
     let mut tally: BTreeMap<(Option<MutationKind>, String), usize> = BTreeMap::new();
-    for seed in 0..cases() as u64 {
+    for seed in seeds {
         let bytes = seeded_bytes(seed, 256);
         let case: BatchCase = draw_case(&bytes, &program);
         let j = judge(&graph, &program, &checkpoint, &case)?;
         let what = || {
             format!(
-                "seed {seed}, mutation {:?}\n{}verdict: {}",
+                "{numerics}: seed {seed}, mutation {:?}\n{}verdict: {}",
                 case.mutation.map(|m| m.to_string()),
                 case.schedule,
                 j.verdict
@@ -198,13 +250,17 @@ fn generated_schedules_and_mutations_get_the_outcomes_they_must_have() -> Result
         assert_eq!(j.actual, j.expected, "{}", what());
         if case.mutation.is_none() {
             let want = case.refusal.map_or(Outcome::Agree, Outcome::Refused);
-            assert_eq!(j.actual, want, "seed {seed}: an unmutated schedule\n{}", case.schedule);
+            assert_eq!(j.actual, want, "{numerics}: seed {seed}: an unmutated schedule\n{}", case.schedule);
             if case.refusal.is_none() {
                 assert!(matches!(j.proof, Some(SlotVerdict::Proved { .. })), "{}: {:?}", what(), j.proof);
             }
         }
         if let (Outcome::Disagree { seq, step }, BatchVerdict::Disagree(w)) = (&j.actual, &j.verdict) {
-            assert_eq!((w.seq, w.step), (*seq, *step), "seed {seed}: the witness names the sequence and step");
+            assert_eq!(
+                (w.seq, w.step),
+                (*seq, *step),
+                "{numerics}: seed {seed}: the witness names the sequence and step"
+            );
         }
         // The proof and the interpreters never contradict each other: a proved plan agrees; a
         // refuted one is caught, at the proof's sequence and step unless an undecided difference
@@ -223,23 +279,27 @@ fn generated_schedules_and_mutations_get_the_outcomes_they_must_have() -> Result
         }
         *tally.entry((case.mutation.map(|m| m.kind()), label(&j))).or_default() += 1;
     }
-    eprintln!("{tally:?}");
+    eprintln!("{numerics}, {n} cases: {tally:?}");
     assert_eq!(KIND_OUTCOMES.map(|k| k.0), KINDS, "every kind has its expected outcomes");
     for (kind, allowed, must) in KIND_OUTCOMES {
         let seen: Vec<(&str, usize)> =
             tally.iter().filter(|((m, _), _)| *m == Some(kind)).map(|((_, l), n)| (l.as_str(), *n)).collect();
-        assert!(!seen.is_empty(), "{} never drawn in {} cases", kind.name(), cases());
+        assert!(!seen.is_empty(), "{numerics}: {} never drawn in {n} cases", kind.name());
         for (l, _) in &seen {
-            assert!(allowed.contains(l), "{}: outcome `{l}` is not one it may have: {seen:?}", kind.name());
+            assert!(allowed.contains(l), "{numerics}: {}: outcome `{l}` is not one it may have: {seen:?}", kind.name());
         }
         for m in must {
-            assert!(seen.iter().any(|(l, _)| l == m), "{}: never `{m}` in {} cases: {seen:?}", kind.name(), cases());
+            assert!(
+                seen.iter().any(|(l, _)| l == m),
+                "{numerics}: {}: never `{m}` in {n} cases: {seen:?}",
+                kind.name()
+            );
         }
     }
-    assert!(tally.get(&(None, "proved/agree".into())).is_some_and(|&n| n > 0), "no clean schedule proved");
+    assert!(tally.get(&(None, "proved/agree".into())).is_some_and(|&n| n > 0), "{numerics}: no clean schedule proved");
     assert!(
         tally.contains_key(&(None, "refused rollback-beyond-snapshots".into())),
-        "no rollback past the snapshots drawn"
+        "{numerics}: no rollback past the snapshots drawn"
     );
     Ok(())
 }
@@ -276,14 +336,18 @@ fn the_batch_corpus_replays() -> Result<()> {
     files.retain(|p| p.extension().is_some_and(|e| e == "case"));
     files.sort();
     assert!(files.len() >= 8, "the corpus holds {} cases", files.len());
-    for path in files {
-        let file: CaseFile = std::fs::read_to_string(&path)?.parse().map_err(|e| format!("{}: {e}", path.display()))?;
+    // Every case at f32 and at each reduced numerics: a bug about state across sequences is one
+    // of structure, caught exactly whatever the storage.
+    let runs = files.iter().flat_map(|p| [Numerics::F32].into_iter().chain(REDUCED).map(move |n| (p, n)));
+    for (path, numerics) in runs {
+        let file: CaseFile = std::fs::read_to_string(path)?.parse().map_err(|e| format!("{}: {e}", path.display()))?;
         let spec = presets::preset(&file.preset).ok_or("no such preset")?;
         let graph = EngineShim::default().prepare(&decode_step(&spec)?);
-        let program = lower_graph(&graph, Numerics::F32)?;
+        let program = lower_graph(&graph, numerics)?;
         let checkpoint = random_checkpoint(&spec, 7);
         let j = judge(&graph, &program, &checkpoint, &file.case())?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = format!("{name} at {numerics}");
         assert_eq!(j.actual.to_string(), file.expect, "{name}: {}", j.verdict);
         if file.mutation.is_some() {
             assert_eq!(j.expected.to_string(), file.expect, "{name}: validation and the symbolic run");
