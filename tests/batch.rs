@@ -10,7 +10,8 @@ use stepcheck::batch::plan::lower_schedule;
 use stepcheck::batch::prove::SlotVerdict;
 use stepcheck::batch::schedule::Schedule;
 use stepcheck::batch::{BatchProgram, StateIndex};
-use stepcheck::engine::{Numerics, Program, Storage, lower::lower_graph, shim::EngineShim};
+use stepcheck::engine::run::{BatchRow, EngineRunner, RunnerState, StateValue};
+use stepcheck::engine::{EngineState, Numerics, Program, Storage, lower::lower_graph, shim::EngineShim};
 use stepcheck::r#gen::draw::seeded_bytes;
 use stepcheck::ir::Graph;
 use stepcheck::model::{Checkpoint, author::decode_step, presets, random::random_checkpoint};
@@ -380,5 +381,79 @@ step  @0          @1
 1                 s1=23 r0
 ";
     assert_eq!(stepcheck::batch::table::table(&pool, &lower_schedule(&schedule, &pool)?), want);
+    Ok(())
+}
+
+/// Every value of a state, as bits: equal only when bit for bit equal (`-0.0` is not `0.0`).
+fn state_bits(state: &EngineState) -> Vec<(String, Vec<u32>)> {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect();
+    let value = |v: &StateValue| match v {
+        StateValue::Position(p) => vec![*p as u32],
+        StateValue::ConvWindow { values, .. }
+        | StateValue::DeltaState { values, .. }
+        | StateValue::KvCache { values, .. } => bits(values),
+    };
+    let mut out = vec![("position".to_string(), vec![state.position as u32])];
+    out.extend(state.states.iter().map(|s| (s.name.clone(), value(&s.value))));
+    out
+}
+
+/// The first index where `a` and `b` differ (their shorter length when one is a prefix of the
+/// other), or `None` when they are equal.
+fn first_difference(a: &[u32], b: &[u32]) -> Option<usize> {
+    a.iter().zip(b).position(|(x, y)| x != y).or((a.len() != b.len()).then(|| a.len().min(b.len())))
+}
+
+/// A row of the engine's batched step (`EngineRunner::step_batch`) is that state's single step
+/// (`EngineRunner::step`), to the bit: for batches of 1 to 9 rows (past the kernels' `MAX_BATCH`
+/// of 8, so that a batch is split), at f32 and bf16, each row's logits and state equal, bit for
+/// bit, those of the same state stepped alone, the rows at different positions fed different
+/// tokens. The batched check judges the engine's rows as single steps (its shadowed run steps them
+/// one after another, the engine's half by the engine's single-step code), so this is what carries
+/// its verdict over to the engine's batched step. It needs the kernels' summation order of a
+/// vector to be independent of the batch's size.
+#[test]
+fn a_row_of_a_batched_step_is_its_single_step_to_the_bit() -> Result<()> {
+    for numerics in [Numerics::F32, Numerics::BF16] {
+        let (_, program, checkpoint) = tiny_at(numerics)?;
+        let token = |row: usize, step: usize| ((7 * row + 3 * step + 1) % program.vocab) as u32;
+        for n in 1..=9 {
+            let mut batched = EngineRunner::new(&program, &checkpoint, 8)?;
+            let mut states: Vec<RunnerState> = (0..n).map(|_| batched.fresh_state()).collect();
+            let mut alone = Vec::with_capacity(n);
+            // Row i starts i mod 3 steps ahead, each of them a single step on both sides.
+            for (i, state) in states.iter_mut().enumerate() {
+                let mut runner = EngineRunner::new(&program, &checkpoint, 8)?;
+                for k in 0..i % 3 {
+                    batched.swap_state(state)?;
+                    batched.step(token(i, 100 + k))?;
+                    batched.swap_state(state)?;
+                    runner.step(token(i, 100 + k))?;
+                }
+                alone.push(runner);
+            }
+            for step in 0..3 {
+                let tokens: Vec<u32> = (0..n).map(|i| token(i, step + n)).collect();
+                let mut rows: Vec<BatchRow> =
+                    states.iter_mut().zip(&tokens).map(|(state, &token)| BatchRow { state, token }).collect();
+                let got = batched.step_batch(&mut rows)?;
+                for (i, runner) in alone.iter_mut().enumerate() {
+                    let want = runner.step(tokens[i])?;
+                    let at = format!("{numerics}: a batch of {n}: row {i} at step {step}");
+                    let bits = |l: &[f32]| l.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+                    let got = got.get(i).ok_or(format!("{at}: no logits"))?;
+                    if let Some(k) = first_difference(&bits(got), &bits(&want)) {
+                        panic!("{at}: logits[{k}]: batched {:?}, alone {:?}", got.get(k), want.get(k));
+                    }
+                    for ((name, a), (_, b)) in state_bits(&states[i].snapshot()).iter().zip(state_bits(&runner.state()))
+                    {
+                        if let Some(k) = first_difference(a, &b) {
+                            panic!("{at}: {name}[{k}]: batched bits {:?}, alone {:?}", a.get(k), b.get(k));
+                        }
+                    }
+                }
+            }
+        }
+    }
     Ok(())
 }
