@@ -10,6 +10,7 @@ use stepcheck::batch::plan::lower_schedule;
 use stepcheck::batch::prove::SlotVerdict;
 use stepcheck::batch::schedule::Schedule;
 use stepcheck::batch::{BatchProgram, StateIndex};
+use stepcheck::check::Stage;
 use stepcheck::engine::run::{BatchRow, EngineRunner, RunnerState, StateValue};
 use stepcheck::engine::{EngineState, Numerics, Program, Storage, lower::lower_graph, shim::EngineShim};
 use stepcheck::r#gen::draw::seeded_bytes;
@@ -262,6 +263,9 @@ fn generated(numerics: Numerics, seeds: std::ops::Range<u64>) -> Result<()> {
                 (*seq, *step),
                 "{numerics}: seed {seed}: the witness names the sequence and step"
             );
+            // A state read from the wrong place is a wrong computation, which the exact run shows
+            // whatever the storage: never a matter of the numerics' tolerance.
+            assert_eq!(w.stage, Stage::Structure, "{}", what());
         }
         // The proof and the interpreters never contradict each other: a proved plan agrees; a
         // refuted one is caught, at the proof's sequence and step unless an undecided difference
