@@ -32,8 +32,11 @@ use crate::engine::run::{BatchRow, EngineRunner, EngineState, Noisy, Real, Round
 use crate::model::checkpoint::Checkpoint;
 
 /// An arithmetic the batched interpreter runs in: a [`Real`], and how it steps the rows of a step
-/// that share no storage. The rule it keeps: each row computes what its single step computes on
-/// its state ([`EngineRunner::step`]), whichever way the rows are run.
+/// that share no storage. The rule it keeps: each row computes what its single step
+/// ([`EngineRunner::step`]) computes on its state, whichever way the rows are run. Row after row
+/// (every arithmetic but f32) keeps it by construction; the engine's batched step keeps it to the
+/// bit only when the kernels' summation order of a vector does not depend on the batch's size,
+/// which `tests/batch.rs` (`a_row_of_a_batched_step_is_its_single_step_to_the_bit`) requires.
 pub trait BatchArithmetic: Real {
     /// Steps every row's state on its token and returns each row's logits, in row order; the
     /// states are distinct. By default one row after another: each state swapped into `runner`,
