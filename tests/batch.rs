@@ -10,7 +10,9 @@ use stepcheck::batch::plan::lower_schedule;
 use stepcheck::batch::prove::SlotVerdict;
 use stepcheck::batch::schedule::Schedule;
 use stepcheck::batch::{BatchProgram, StateIndex};
-use stepcheck::engine::{Numerics, Program, lower::lower_graph, shim::EngineShim};
+use stepcheck::check::Stage;
+use stepcheck::engine::run::{BatchRow, EngineRunner, RunnerState, StateValue};
+use stepcheck::engine::{EngineState, Numerics, Program, Storage, lower::lower_graph, shim::EngineShim};
 use stepcheck::r#gen::draw::seeded_bytes;
 use stepcheck::ir::Graph;
 use stepcheck::model::{Checkpoint, author::decode_step, presets, random::random_checkpoint};
@@ -18,24 +20,54 @@ use stepcheck::prove::prove;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-/// The tiny preset's fused graph, its program and a random checkpoint.
+/// The tiny preset's fused graph, its program (at f32) and a random checkpoint.
 fn tiny() -> Result<(Graph, Program, Checkpoint)> {
+    tiny_at(Numerics::F32)
+}
+
+/// The tiny preset's fused graph, its program at `numerics` and a random checkpoint.
+fn tiny_at(numerics: Numerics) -> Result<(Graph, Program, Checkpoint)> {
     let spec = presets::preset("tiny").ok_or("no tiny preset")?;
     let graph = EngineShim::default().prepare(&decode_step(&spec)?);
-    let program = lower_graph(&graph, Numerics::F32)?;
+    let program = lower_graph(&graph, numerics)?;
     Ok((graph, program, random_checkpoint(&spec, 7)))
 }
 
-/// The number of generated cases: `STEPCHECK_BATCH_CASES`, else 3000.
-fn cases() -> usize {
-    std::env::var("STEPCHECK_BATCH_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(3000)
+/// The reduced numerics the batch is judged at besides f32: activations and KV cache in bf16, and
+/// in f16 (the recurrent state stays f32, as lowering requires).
+const REDUCED: [Numerics; 2] =
+    [Numerics::BF16, Numerics { activations: Storage::F16, kv_cache: Storage::F16, recurrent_state: Storage::F32 }];
+
+/// The number of an environment variable's generated cases, else `default`.
+fn count(var: &str, default: usize) -> usize {
+    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// The verdict of `schedule` on a pool of `(slots, batch, snapshots)`.
-fn verdict(schedule: &str, (slots, batch, snapshots): (usize, usize, usize)) -> Result<BatchVerdict> {
-    let (graph, program, checkpoint) = tiny()?;
+/// The number of generated cases at f32: `STEPCHECK_BATCH_CASES`, else 3000.
+fn cases() -> usize {
+    count("STEPCHECK_BATCH_CASES", 3000)
+}
+
+/// The number of generated cases at each reduced numerics: `STEPCHECK_BATCH_REDUCED_CASES`, else
+/// 1500.
+fn reduced_cases() -> usize {
+    count("STEPCHECK_BATCH_REDUCED_CASES", 1500)
+}
+
+/// The verdict of `schedule` on a pool of `(slots, batch, snapshots)` at `numerics`.
+fn verdict_at(
+    numerics: Numerics,
+    schedule: &str,
+    (slots, batch, snapshots): (usize, usize, usize),
+) -> Result<BatchVerdict> {
+    let (graph, program, checkpoint) = tiny_at(numerics)?;
     let pool = BatchProgram::new(program, slots, batch, snapshots, 16)?;
     Ok(check(&graph, &pool, &checkpoint, &schedule.parse::<Schedule>()?)?)
+}
+
+/// The verdict of `schedule` on a pool of `(slots, batch, snapshots)` at f32.
+fn verdict(schedule: &str, pool: (usize, usize, usize)) -> Result<BatchVerdict> {
+    verdict_at(Numerics::F32, schedule, pool)
 }
 
 #[test]
@@ -76,9 +108,11 @@ fn every_sequence_computes_what_it_computes_alone() -> Result<()> {
         ("admit s0 @0\ndecode s0=3\ndecode s0=4\ndecode s0=5\nrollback s0 2\ndecode s0=6\n", (2, 1, 3)),
         ("admit s0 @0\ndecode s0=3\nfork s0 -> s1 @1\ndecode s1=4\nrollback s1 2\ndecode s1=9 s0=9\n", (2, 2, 2)),
     ];
-    for (schedule, pool) in cases {
-        let v = verdict(schedule, pool)?;
-        assert!(matches!(v, BatchVerdict::Agree { .. }), "{schedule}: {v}");
+    for numerics in [Numerics::F32].into_iter().chain(REDUCED) {
+        for (schedule, pool) in cases {
+            let v = verdict_at(numerics, schedule, pool)?;
+            assert!(matches!(v, BatchVerdict::Agree { .. }), "{numerics}: {schedule}: {v}");
+        }
     }
     Ok(())
 }
@@ -175,19 +209,39 @@ const KIND_OUTCOMES: [(MutationKind, &[&str], &[&str]); 9] = [
 
 #[test]
 fn generated_schedules_and_mutations_get_the_outcomes_they_must_have() -> Result<()> {
-    let (graph, program, checkpoint) = tiny()?;
+    generated(Numerics::F32, 0..cases() as u64)
+}
+
+/// The same at reduced storage, on other seeds (the draw does not depend on the numerics, so the
+/// f32 test's seeds would repeat its schedules): the structure is judged exactly and the numerics
+/// against the engine's shadow, so every kind must come to exactly what it comes to at f32.
+#[test]
+fn generated_schedules_and_mutations_get_the_outcomes_they_must_have_at_reduced_storage() -> Result<()> {
+    for (i, numerics) in REDUCED.into_iter().enumerate() {
+        let first = 1_000_000 * (i as u64 + 1);
+        generated(numerics, first..first + reduced_cases() as u64)?;
+    }
+    Ok(())
+}
+
+/// Judges the generated cases of `seeds` on the tiny preset at `numerics`: every case gets exactly
+/// the outcome validation and the symbolic run predict, the proof and the interpreters never
+/// contradict each other, and every mutation kind gets only outcomes it may have and each it must.
+fn generated(numerics: Numerics, seeds: std::ops::Range<u64>) -> Result<()> {
+    let (graph, program, checkpoint) = tiny_at(numerics)?;
     let spec = presets::preset("tiny").ok_or("no tiny preset")?;
+    let n = seeds.end - seeds.start;
     // The one-sequence step is proved once: it is the same program in every slot.
     let step = prove(&decode_step(&spec)?, &graph, &program);
-    assert!(step.is_proved(), "{step}");
+    assert!(step.is_proved(), "{numerics}: {step}");
     let mut tally: BTreeMap<(Option<MutationKind>, String), usize> = BTreeMap::new();
-    for seed in 0..cases() as u64 {
+    for seed in seeds {
         let bytes = seeded_bytes(seed, 256);
         let case: BatchCase = draw_case(&bytes, &program);
         let j = judge(&graph, &program, &checkpoint, &case)?;
         let what = || {
             format!(
-                "seed {seed}, mutation {:?}\n{}verdict: {}",
+                "{numerics}: seed {seed}, mutation {:?}\n{}verdict: {}",
                 case.mutation.map(|m| m.to_string()),
                 case.schedule,
                 j.verdict
@@ -198,13 +252,20 @@ fn generated_schedules_and_mutations_get_the_outcomes_they_must_have() -> Result
         assert_eq!(j.actual, j.expected, "{}", what());
         if case.mutation.is_none() {
             let want = case.refusal.map_or(Outcome::Agree, Outcome::Refused);
-            assert_eq!(j.actual, want, "seed {seed}: an unmutated schedule\n{}", case.schedule);
+            assert_eq!(j.actual, want, "{numerics}: seed {seed}: an unmutated schedule\n{}", case.schedule);
             if case.refusal.is_none() {
                 assert!(matches!(j.proof, Some(SlotVerdict::Proved { .. })), "{}: {:?}", what(), j.proof);
             }
         }
         if let (Outcome::Disagree { seq, step }, BatchVerdict::Disagree(w)) = (&j.actual, &j.verdict) {
-            assert_eq!((w.seq, w.step), (*seq, *step), "seed {seed}: the witness names the sequence and step");
+            assert_eq!(
+                (w.seq, w.step),
+                (*seq, *step),
+                "{numerics}: seed {seed}: the witness names the sequence and step"
+            );
+            // A state read from the wrong place is a wrong computation, which the exact run shows
+            // whatever the storage: never a matter of the numerics' tolerance.
+            assert_eq!(w.stage, Stage::Structure, "{}", what());
         }
         // The proof and the interpreters never contradict each other: a proved plan agrees; a
         // refuted one is caught, at the proof's sequence and step unless an undecided difference
@@ -223,23 +284,27 @@ fn generated_schedules_and_mutations_get_the_outcomes_they_must_have() -> Result
         }
         *tally.entry((case.mutation.map(|m| m.kind()), label(&j))).or_default() += 1;
     }
-    eprintln!("{tally:?}");
+    eprintln!("{numerics}, {n} cases: {tally:?}");
     assert_eq!(KIND_OUTCOMES.map(|k| k.0), KINDS, "every kind has its expected outcomes");
     for (kind, allowed, must) in KIND_OUTCOMES {
         let seen: Vec<(&str, usize)> =
             tally.iter().filter(|((m, _), _)| *m == Some(kind)).map(|((_, l), n)| (l.as_str(), *n)).collect();
-        assert!(!seen.is_empty(), "{} never drawn in {} cases", kind.name(), cases());
+        assert!(!seen.is_empty(), "{numerics}: {} never drawn in {n} cases", kind.name());
         for (l, _) in &seen {
-            assert!(allowed.contains(l), "{}: outcome `{l}` is not one it may have: {seen:?}", kind.name());
+            assert!(allowed.contains(l), "{numerics}: {}: outcome `{l}` is not one it may have: {seen:?}", kind.name());
         }
         for m in must {
-            assert!(seen.iter().any(|(l, _)| l == m), "{}: never `{m}` in {} cases: {seen:?}", kind.name(), cases());
+            assert!(
+                seen.iter().any(|(l, _)| l == m),
+                "{numerics}: {}: never `{m}` in {n} cases: {seen:?}",
+                kind.name()
+            );
         }
     }
-    assert!(tally.get(&(None, "proved/agree".into())).is_some_and(|&n| n > 0), "no clean schedule proved");
+    assert!(tally.get(&(None, "proved/agree".into())).is_some_and(|&n| n > 0), "{numerics}: no clean schedule proved");
     assert!(
         tally.contains_key(&(None, "refused rollback-beyond-snapshots".into())),
-        "no rollback past the snapshots drawn"
+        "{numerics}: no rollback past the snapshots drawn"
     );
     Ok(())
 }
@@ -276,14 +341,18 @@ fn the_batch_corpus_replays() -> Result<()> {
     files.retain(|p| p.extension().is_some_and(|e| e == "case"));
     files.sort();
     assert!(files.len() >= 8, "the corpus holds {} cases", files.len());
-    for path in files {
-        let file: CaseFile = std::fs::read_to_string(&path)?.parse().map_err(|e| format!("{}: {e}", path.display()))?;
+    // Every case at f32 and at each reduced numerics: a bug about state across sequences is one
+    // of structure, caught exactly whatever the storage.
+    let runs = files.iter().flat_map(|p| [Numerics::F32].into_iter().chain(REDUCED).map(move |n| (p, n)));
+    for (path, numerics) in runs {
+        let file: CaseFile = std::fs::read_to_string(path)?.parse().map_err(|e| format!("{}: {e}", path.display()))?;
         let spec = presets::preset(&file.preset).ok_or("no such preset")?;
         let graph = EngineShim::default().prepare(&decode_step(&spec)?);
-        let program = lower_graph(&graph, Numerics::F32)?;
+        let program = lower_graph(&graph, numerics)?;
         let checkpoint = random_checkpoint(&spec, 7);
         let j = judge(&graph, &program, &checkpoint, &file.case())?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = format!("{name} at {numerics}");
         assert_eq!(j.actual.to_string(), file.expect, "{name}: {}", j.verdict);
         if file.mutation.is_some() {
             assert_eq!(j.expected.to_string(), file.expect, "{name}: validation and the symbolic run");
@@ -316,5 +385,79 @@ step  @0          @1
 1                 s1=23 r0
 ";
     assert_eq!(stepcheck::batch::table::table(&pool, &lower_schedule(&schedule, &pool)?), want);
+    Ok(())
+}
+
+/// Every value of a state, as bits: equal only when bit for bit equal (`-0.0` is not `0.0`).
+fn state_bits(state: &EngineState) -> Vec<(String, Vec<u32>)> {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect();
+    let value = |v: &StateValue| match v {
+        StateValue::Position(p) => vec![*p as u32],
+        StateValue::ConvWindow { values, .. }
+        | StateValue::DeltaState { values, .. }
+        | StateValue::KvCache { values, .. } => bits(values),
+    };
+    let mut out = vec![("position".to_string(), vec![state.position as u32])];
+    out.extend(state.states.iter().map(|s| (s.name.clone(), value(&s.value))));
+    out
+}
+
+/// The first index where `a` and `b` differ (their shorter length when one is a prefix of the
+/// other), or `None` when they are equal.
+fn first_difference(a: &[u32], b: &[u32]) -> Option<usize> {
+    a.iter().zip(b).position(|(x, y)| x != y).or((a.len() != b.len()).then(|| a.len().min(b.len())))
+}
+
+/// A row of the engine's batched step (`EngineRunner::step_batch`) is that state's single step
+/// (`EngineRunner::step`), to the bit: for batches of 1 to 9 rows (past the kernels' `MAX_BATCH`
+/// of 8, so that a batch is split), at f32 and bf16, each row's logits and state equal, bit for
+/// bit, those of the same state stepped alone, the rows at different positions fed different
+/// tokens. The batched check judges the engine's rows as single steps (its shadowed run steps them
+/// one after another, the engine's half by the engine's single-step code), so this is what carries
+/// its verdict over to the engine's batched step. It needs the kernels' summation order of a
+/// vector to be independent of the batch's size.
+#[test]
+fn a_row_of_a_batched_step_is_its_single_step_to_the_bit() -> Result<()> {
+    for numerics in [Numerics::F32, Numerics::BF16] {
+        let (_, program, checkpoint) = tiny_at(numerics)?;
+        let token = |row: usize, step: usize| ((7 * row + 3 * step + 1) % program.vocab) as u32;
+        for n in 1..=9 {
+            let mut batched = EngineRunner::new(&program, &checkpoint, 8)?;
+            let mut states: Vec<RunnerState> = (0..n).map(|_| batched.fresh_state()).collect();
+            let mut alone = Vec::with_capacity(n);
+            // Row i starts i mod 3 steps ahead, each of them a single step on both sides.
+            for (i, state) in states.iter_mut().enumerate() {
+                let mut runner = EngineRunner::new(&program, &checkpoint, 8)?;
+                for k in 0..i % 3 {
+                    batched.swap_state(state)?;
+                    batched.step(token(i, 100 + k))?;
+                    batched.swap_state(state)?;
+                    runner.step(token(i, 100 + k))?;
+                }
+                alone.push(runner);
+            }
+            for step in 0..3 {
+                let tokens: Vec<u32> = (0..n).map(|i| token(i, step + n)).collect();
+                let mut rows: Vec<BatchRow> =
+                    states.iter_mut().zip(&tokens).map(|(state, &token)| BatchRow { state, token }).collect();
+                let got = batched.step_batch(&mut rows)?;
+                for (i, runner) in alone.iter_mut().enumerate() {
+                    let want = runner.step(tokens[i])?;
+                    let at = format!("{numerics}: a batch of {n}: row {i} at step {step}");
+                    let bits = |l: &[f32]| l.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+                    let got = got.get(i).ok_or(format!("{at}: no logits"))?;
+                    if let Some(k) = first_difference(&bits(got), &bits(&want)) {
+                        panic!("{at}: logits[{k}]: batched {:?}, alone {:?}", got.get(k), want.get(k));
+                    }
+                    for ((name, a), (_, b)) in state_bits(&states[i].snapshot()).iter().zip(state_bits(&runner.state()))
+                    {
+                        if let Some(k) = first_difference(a, &b) {
+                            panic!("{at}: {name}[{k}]: batched bits {:?}, alone {:?}", a.get(k), b.get(k));
+                        }
+                    }
+                }
+            }
+        }
+    }
     Ok(())
 }

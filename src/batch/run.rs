@@ -3,16 +3,24 @@
 //! It is `engine::run`'s machinery, one state per slot: the pool holds a [`RunnerState`] per slot.
 //! Padding rows run on a fresh scratch state. It does not use the reference interpreter.
 //!
+//! Like [`EngineRunner`], it is written once over the engine's arithmetic ([`BatchArithmetic`], a
+//! [`Real`]): `f32` with the program's storage types is the engine ([`BatchRunner::new`]); the
+//! check runs the same plan in the other arithmetics ([`BatchRunner::with_arithmetic`]: f64 with
+//! every stored value kept exactly, the f32-arithmetic model `Noisy`, the engine beside its f64
+//! shadow `Shadowed`), as `check` runs one sequence.
+//!
 //! Each storage keeps up to `snapshots` earlier states (whole copies, newest first), taken before
 //! each of its rows; a restore by `n` takes the `n`-th back. (For a KV cache a truncation would do;
 //! for a recurrent state only a copy can.) A slot names a storage: its own, or after a
 //! [`SlotOp::Share`] another slot's.
 //!
 //! A step whose rows share no storage (and address conv windows by slot) runs as one batched step
-//! of the engine ([`EngineRunner::step_batch`]): each weight is read once for all rows, and each
-//! row computes what its single step would, to the kernels' summation order. A step whose rows
-//! share storage (a fork that shared, or conv windows addressed by row) runs its rows one after
-//! another, the order the plan's semantics give, since a later row must see what an earlier one
+//! in the engine's f32 ([`EngineRunner::step_batch`]): each weight is read once for all rows, and
+//! each row computes what its single step would (to the bit once the kernels' summation order of a
+//! vector does not depend on the batch's size: `tests/batch.rs` states it). In any other
+//! arithmetic such a step runs its rows one after another. A step whose rows share storage (a fork
+//! that shared, or conv windows addressed by row) runs its rows one after another in every
+//! arithmetic, the order the plan's semantics give, since a later row must see what an earlier one
 //! wrote: each row's state is swapped into one [`EngineRunner`] (moves, not copies), stepped, and
 //! swapped back.
 
@@ -20,8 +28,60 @@ use std::collections::VecDeque;
 
 use super::plan::{Row, SlotOp, SlotPlan};
 use super::{BatchError, BatchProgram, StateIndex};
-use crate::engine::run::{BatchRow, EngineRunner, EngineState, RunError, RunnerState};
+use crate::engine::run::{BatchRow, EngineRunner, EngineState, Noisy, Real, Rounding, RunError, RunnerState, Shadowed};
 use crate::model::checkpoint::Checkpoint;
+
+/// An arithmetic the batched interpreter runs in: a [`Real`], and how it steps the rows of a step
+/// that share no storage. The rule it keeps: each row computes what its single step
+/// ([`EngineRunner::step`]) computes on its state, whichever way the rows are run. Row after row
+/// (every arithmetic but f32) keeps it by construction; the engine's batched step keeps it to the
+/// bit only when the kernels' summation order of a vector does not depend on the batch's size,
+/// which `tests/batch.rs` (`a_row_of_a_batched_step_is_its_single_step_to_the_bit`) requires.
+pub trait BatchArithmetic: Real {
+    /// Steps every row's state on its token and returns each row's logits, in row order; the
+    /// states are distinct. By default one row after another: each state swapped into `runner`,
+    /// stepped, and swapped back.
+    fn step_apart(
+        runner: &mut EngineRunner<'_, Self>,
+        rows: &mut [ApartRow<'_, Self>],
+    ) -> Result<Vec<Vec<Self>>, RunError> {
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows.iter_mut() {
+            runner.swap_state(row.state)?;
+            let logits = runner.step(row.token);
+            runner.swap_state(row.state)?;
+            out.push(logits?);
+        }
+        Ok(out)
+    }
+}
+
+/// One row of a step whose rows share no storage: the state it steps and the token it feeds.
+pub struct ApartRow<'s, R> {
+    pub state: &'s mut RunnerState<R>,
+    pub token: u32,
+}
+
+/// The engine: the rows in one batched step, each weight read once for all of them.
+impl BatchArithmetic for f32 {
+    fn step_apart(
+        runner: &mut EngineRunner<'_, f32>,
+        rows: &mut [ApartRow<'_, f32>],
+    ) -> Result<Vec<Vec<f32>>, RunError> {
+        let mut batch: Vec<BatchRow<'_>> =
+            rows.iter_mut().map(|r| BatchRow { state: &mut *r.state, token: r.token }).collect();
+        runner.step_batch(&mut batch)
+    }
+}
+
+/// The structure's exact run and the flips' run: the rows one after another.
+impl BatchArithmetic for f64 {}
+
+/// The f32-arithmetic model: the rows one after another.
+impl BatchArithmetic for Noisy {}
+
+/// The engine beside its shadow: the rows one after another, each the engine's single step.
+impl BatchArithmetic for Shadowed {}
 
 /// Why a batched run could not start or finish.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -34,34 +94,47 @@ pub enum BatchRunError {
 
 /// A storage of the pool: a state and its snapshots, newest first.
 #[derive(Clone)]
-struct Held {
-    state: RunnerState,
-    snaps: VecDeque<RunnerState>,
+struct Held<R> {
+    state: RunnerState<R>,
+    snaps: VecDeque<RunnerState<R>>,
 }
 
 /// What a plan's steps returned: the logits of every row of every step, padding rows included.
 #[derive(Clone, Debug, PartialEq)]
-pub struct BatchRun {
-    pub logits: Vec<Vec<Vec<f32>>>,
+pub struct BatchRun<R = f32> {
+    pub logits: Vec<Vec<Vec<R>>>,
 }
 
-/// A batched program ready to run on a checkpoint it borrows: one engine runner and a pool of
-/// slot states, all at the start state.
-pub struct BatchRunner<'c> {
-    runner: EngineRunner<'c>,
-    fresh: RunnerState,
-    store: Vec<Held>,
+/// A batched program ready to run on a checkpoint it borrows: one engine runner in the arithmetic
+/// `R` and a pool of slot states, all at the start state.
+pub struct BatchRunner<'c, R: BatchArithmetic = f32> {
+    runner: EngineRunner<'c, R>,
+    fresh: RunnerState<R>,
+    store: Vec<Held<R>>,
     storage_of: Vec<usize>,
     snapshots: usize,
     conv_index: StateIndex,
     pool: BatchProgram,
 }
 
-impl<'c> BatchRunner<'c> {
-    /// A runner of `pool` on `checkpoint`: the engine's checks of the program, then the pool's.
-    pub fn new(pool: &BatchProgram, checkpoint: &'c Checkpoint) -> Result<BatchRunner<'c>, BatchRunError> {
+impl<'c> BatchRunner<'c, f32> {
+    /// A runner of `pool` on `checkpoint`, the engine (f32, the program's storage types): the
+    /// engine's checks of the program, then the pool's.
+    pub fn new(pool: &BatchProgram, checkpoint: &'c Checkpoint) -> Result<BatchRunner<'c, f32>, BatchRunError> {
+        BatchRunner::with_arithmetic(pool, checkpoint, Rounding::Stored)
+    }
+}
+
+impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
+    /// A runner as [`BatchRunner::new`] that computes in `R` and treats every stored value as
+    /// `rounding` says ([`EngineRunner::with_arithmetic`]).
+    pub fn with_arithmetic(
+        pool: &BatchProgram,
+        checkpoint: &'c Checkpoint,
+        rounding: Rounding,
+    ) -> Result<BatchRunner<'c, R>, BatchRunError> {
         pool.validate()?;
-        let runner = EngineRunner::new(&pool.program, checkpoint, pool.capacity)?;
+        let runner = EngineRunner::with_arithmetic(&pool.program, checkpoint, pool.capacity, rounding)?;
         let fresh = runner.fresh_state();
         let held = Held { state: fresh.clone(), snaps: VecDeque::new() };
         Ok(BatchRunner {
@@ -82,7 +155,7 @@ impl<'c> BatchRunner<'c> {
     }
 
     /// Runs `plan` after validating it against the pool, and returns every step's logits.
-    pub fn run(&mut self, plan: &SlotPlan) -> Result<BatchRun, BatchRunError> {
+    pub fn run(&mut self, plan: &SlotPlan) -> Result<BatchRun<R>, BatchRunError> {
         plan.validate(&self.pool)?;
         let mut logits = Vec::with_capacity(plan.steps());
         for op in &plan.ops {
@@ -135,18 +208,19 @@ impl<'c> BatchRunner<'c> {
         (!shared).then_some(at)
     }
 
-    /// The rows of a step at once ([`EngineRunner::step_batch`]: each weight read once for all of
-    /// them), each row's storage snapshotted first; padding rows on fresh scratch states. With no
-    /// storage shared, this is the rows one after another.
-    fn at_once(&mut self, rows: &[Row], at: &[Option<usize>]) -> Result<Vec<Vec<f32>>, RunError> {
+    /// The rows of a step that share no storage ([`BatchArithmetic::step_apart`]: in the engine's
+    /// f32 one batched step, each weight read once for all of them), each row's storage
+    /// snapshotted first; padding rows on fresh scratch states. With no storage shared, this is
+    /// the rows one after another.
+    fn at_once(&mut self, rows: &[Row], at: &[Option<usize>]) -> Result<Vec<Vec<R>>, RunError> {
         for &i in at.iter().flatten() {
             let h = &mut self.store[i];
             h.snaps.push_front(h.state.clone());
             h.snaps.truncate(self.snapshots);
         }
-        let mut scratch: Vec<RunnerState> = at.iter().filter(|a| a.is_none()).map(|_| self.fresh.clone()).collect();
+        let mut scratch: Vec<RunnerState<R>> = at.iter().filter(|a| a.is_none()).map(|_| self.fresh.clone()).collect();
         let mut pads = scratch.iter_mut();
-        let mut held: Vec<Option<&mut RunnerState>> = self.store.iter_mut().map(|h| Some(&mut h.state)).collect();
+        let mut held: Vec<Option<&mut RunnerState<R>>> = self.store.iter_mut().map(|h| Some(&mut h.state)).collect();
         let mut batch = Vec::with_capacity(rows.len());
         for (row, a) in rows.iter().zip(at) {
             let state = match a {
@@ -155,21 +229,21 @@ impl<'c> BatchRunner<'c> {
             };
             // Never taken: `apart` found the storages distinct, and each padding row has a scratch.
             let Some(state) = state else { return Err(RunError::ForeignState) };
-            batch.push(BatchRow { state, token: row.token });
+            batch.push(ApartRow { state, token: row.token });
         }
-        self.runner.step_batch(&mut batch)
+        R::step_apart(&mut self.runner, &mut batch)
     }
 
     /// One row: its slot's state (or a fresh scratch one) swapped in, snapshotted, stepped, swapped
     /// back; its conv windows from the storage its conv index names.
-    fn row(&mut self, r: usize, slot: Option<usize>, token: u32) -> Result<Vec<f32>, RunError> {
+    fn row(&mut self, r: usize, slot: Option<usize>, token: u32) -> Result<Vec<R>, RunError> {
         let at = slot.map(|s| self.storage_of[s]);
         let conv_at = match self.conv_index {
             StateIndex::Slot => at,
             StateIndex::Row => Some(self.storage_of[r]),
         };
         // A padding row's scratch state, fresh for each padding row (none for a slot's row).
-        let mut scratch: Option<RunnerState> = at.is_none().then(|| self.fresh.clone());
+        let mut scratch: Option<RunnerState<R>> = at.is_none().then(|| self.fresh.clone());
         match (at, scratch.as_mut()) {
             (Some(i), _) => {
                 let h = &mut self.store[i];
@@ -197,7 +271,7 @@ impl<'c> BatchRunner<'c> {
     }
 
     /// The state slot `slot` names, in the engine's layouts.
-    pub fn slot_state(&self, slot: usize) -> Option<EngineState> {
+    pub fn slot_state(&self, slot: usize) -> Option<EngineState<R>> {
         let i = *self.storage_of.get(slot)?;
         Some(self.store[i].state.snapshot())
     }

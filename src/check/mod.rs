@@ -268,7 +268,7 @@ impl EngineRun<Shadowed> {
 }
 
 /// A state's values in the engine's layout, in f64.
-fn flat<R: Real>(value: &StateValue<R>) -> Vec<f64> {
+pub(crate) fn flat<R: Real>(value: &StateValue<R>) -> Vec<f64> {
     match value {
         StateValue::Position(p) => vec![*p as f64],
         StateValue::ConvWindow { values, .. }
@@ -305,23 +305,29 @@ pub fn mapped<R: Real>(
 }
 
 /// A running comparison: its tolerance, the largest errors seen, and the worst value out of
-/// tolerance (the largest error relative to its tensor's scale), never merely the first.
-struct Worst {
+/// tolerance (the largest error relative to its tensor's scale), never merely the first. The
+/// batched check (`crate::batch::check`) keeps one per comparison too.
+pub(crate) struct Worst {
     stage: Stage,
     tol: f64,
-    values: usize,
-    max_abs: f64,
-    max_rel: f64,
-    witness: Option<Witness>,
+    /// How many values were compared.
+    pub(crate) values: usize,
+    /// The largest finite error seen, absolute.
+    pub(crate) max_abs: f64,
+    /// The largest finite error seen, relative to its tensor's scale.
+    pub(crate) max_rel: f64,
+    /// The worst value out of tolerance so far.
+    pub(crate) witness: Option<Witness>,
 }
 
 impl Worst {
-    fn new(stage: Stage, tol: f64) -> Worst {
+    /// A comparison of `stage` within `tol` of each tensor's scale, nothing compared yet.
+    pub(crate) fn new(stage: Stage, tol: f64) -> Worst {
         Worst { stage, tol, values: 0, max_abs: 0.0, max_rel: 0.0, witness: None }
     }
 
     /// Compares one tensor, `got` against `want`, on `want`'s scale.
-    fn tensor(&mut self, step: usize, name: &str, want: &[f64], got: &[f64]) {
+    pub(crate) fn tensor(&mut self, step: usize, name: &str, want: &[f64], got: &[f64]) {
         let scale = want.iter().filter(|x| x.is_finite()).fold(1f64, |m, x| m.max(x.abs()));
         if want.len() != got.len() {
             let i = want.len().min(got.len());

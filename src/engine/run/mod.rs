@@ -135,18 +135,19 @@ impl<'c, R: Real> EngineRunner<'c, R> {
     }
 }
 
-/// The slot accessors a batched engine uses: the engine's own f32 runner.
-impl EngineRunner<'_, f32> {
+/// The slot accessors a batched engine uses, in any arithmetic: the engine's own f32, and the
+/// arithmetics the check runs the same batch in.
+impl<R: Real> EngineRunner<'_, R> {
     /// The start state of this runner's program: position 0, zero conv windows and delta states,
     /// empty KV caches. It is what a batched engine resets a slot to.
-    pub fn fresh_state(&self) -> RunnerState {
+    pub fn fresh_state(&self) -> RunnerState<R> {
         RunnerState(self.store.zeroed())
     }
 
     /// Swaps the carried state with `state`, so that the next step continues from `state` and
     /// `state` holds what the runner carried. A state of another program's layout is refused and
     /// nothing changes.
-    pub fn swap_state(&mut self, state: &mut RunnerState) -> Result<(), RunError> {
+    pub fn swap_state(&mut self, state: &mut RunnerState<R>) -> Result<(), RunError> {
         if !self.store.same_layout(&state.0) {
             return Err(RunError::ForeignState);
         }
@@ -157,7 +158,7 @@ impl EngineRunner<'_, f32> {
     /// Swaps only the conv windows of the carried state with those of `state` (a batched engine
     /// that addresses conv windows apart from the rest of a slot's state). A state of another
     /// program's layout is refused and nothing changes.
-    pub fn swap_conv_windows(&mut self, state: &mut RunnerState) -> Result<(), RunError> {
+    pub fn swap_conv_windows(&mut self, state: &mut RunnerState<R>) -> Result<(), RunError> {
         if !self.store.same_layout(&state.0) {
             return Err(RunError::ForeignState);
         }
@@ -167,13 +168,14 @@ impl EngineRunner<'_, f32> {
 }
 
 /// A runner's whole carried state, opaque: what a batched engine keeps per slot and swaps into
-/// the runner (with [`EngineRunner::swap_state`]) for the row that uses the slot.
+/// the runner (with [`EngineRunner::swap_state`]) for the row that uses the slot. Its values are
+/// in the runner's arithmetic `R` (the engine's f32 by default).
 #[derive(Clone, Debug)]
-pub struct RunnerState(Store<f32>);
+pub struct RunnerState<R = f32>(Store<R>);
 
-impl RunnerState {
+impl<R: Real> RunnerState<R> {
     /// The state in the engine's layouts, as plain data.
-    pub fn snapshot(&self) -> EngineState {
+    pub fn snapshot(&self) -> EngineState<R> {
         self.0.snapshot()
     }
 

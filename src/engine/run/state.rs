@@ -209,30 +209,31 @@ impl<R: Real> Store<R> {
     }
 }
 
-impl Store<f32> {
+impl<R: Real> Store<R> {
     /// The same layout at the start state: position 0, zero values, empty caches.
-    pub fn zeroed(&self) -> Store<f32> {
+    pub fn zeroed(&self) -> Store<R> {
+        let zero = R::from(0.0);
         let mut z = self.clone();
         z.position = 0;
-        z.conv.iter_mut().for_each(|c| c.values.fill(0.0));
-        z.delta.iter_mut().for_each(|d| d.values.fill(0.0));
+        z.conv.iter_mut().for_each(|c| c.values.fill(zero));
+        z.delta.iter_mut().for_each(|d| d.values.fill(zero));
         z.kv.iter_mut().for_each(|c| {
-            c.values.fill(0.0);
+            c.values.fill(zero);
             c.filled = 0;
         });
         z
     }
 
     /// Whether `other` has this store's states, in its order, with its dims and storages.
-    pub fn same_layout(&self, other: &Store<f32>) -> bool {
-        let conv = |a: &ConvWindow<f32>, b: &ConvWindow<f32>| {
+    pub fn same_layout(&self, other: &Store<R>) -> bool {
+        let conv = |a: &ConvWindow<R>, b: &ConvWindow<R>| {
             (a.channels, a.taps, a.keep.storage, a.values.len()) == (b.channels, b.taps, b.keep.storage, b.values.len())
         };
-        let delta = |a: &DeltaState<f32>, b: &DeltaState<f32>| {
+        let delta = |a: &DeltaState<R>, b: &DeltaState<R>| {
             (a.value_heads, a.key_dim, a.value_dim, a.keep.storage, a.values.len())
                 == (b.value_heads, b.key_dim, b.value_dim, b.keep.storage, b.values.len())
         };
-        let kv = |a: &KvCache<f32>, b: &KvCache<f32>| {
+        let kv = |a: &KvCache<R>, b: &KvCache<R>| {
             (a.heads, a.dim, a.capacity, a.keep.storage, a.values.len())
                 == (b.heads, b.dim, b.capacity, b.keep.storage, b.values.len())
         };
