@@ -15,7 +15,11 @@
 //!    f32-arithmetic model ([`Noisy`]) measures on the exact run; at reduced storage a gap within
 //!    [`MARGIN`] times what rounding flips do (an f64 run whose stores round,
 //!    [`Rounding::ModelStored`]) is inconclusive, as is any gap when all is f32 (the
-//!    f32-arithmetic model underestimated), and a tolerance beyond [`LIMIT`].
+//!    f32-arithmetic model underestimated), and a tolerance beyond [`LIMIT`];
+//! 3. the batched step: those runs step a batch's rows one after another, and the engine as it runs
+//!    in f32 steps rows that share no storage as one batched step, whose every value must be the
+//!    judged engine half's to the bit (a disagreement of tolerance 0 otherwise: the judged values
+//!    would not be the ones the engine computes).
 //!
 //! A disagreement names the sequence, the step, the tensor, the index and both values of the first
 //! tensor out of tolerance (its worst value); the refusal of an invalid schedule or plan is the
@@ -76,6 +80,9 @@ pub struct BatchWitness {
     pub tolerance: f64,
     /// The error relative to the tensor's scale.
     pub relative: f64,
+    /// Whether it is the batched step's value (`engine`) against the same rows stepped one after
+    /// another (`reference`), which must agree to the bit (tolerance 0).
+    pub batched: bool,
 }
 
 impl BatchWitness {
@@ -91,6 +98,7 @@ impl BatchWitness {
             engine: w.engine,
             tolerance: w.tolerance,
             relative: w.relative,
+            batched: false,
         }
     }
 }
@@ -119,14 +127,19 @@ impl fmt::Display for BatchVerdict {
             BatchVerdict::Refused(e) => write!(f, "refused ({}): {e}", e.name()),
             BatchVerdict::Disagree(w) => write!(
                 f,
-                "disagree ({}): {} at step {} in {}[{}]: {} {} engine {} (rel error {:.2e}, tolerance {:.2e})",
-                w.stage.name(),
+                "disagree ({}): {} at step {} in {}[{}]: {} {} {} {} (rel error {:.2e}, tolerance {:.2e})",
+                if w.batched { "batched step" } else { w.stage.name() },
                 w.seq,
                 w.step,
                 w.tensor,
                 w.index,
-                if w.stage == Stage::Numerics { "shadow" } else { "reference" },
+                match (w.batched, w.stage) {
+                    (true, _) => "rows one by one",
+                    (false, Stage::Numerics) => "shadow",
+                    (false, _) => "reference",
+                },
                 w.reference,
+                if w.batched { "batched" } else { "engine" },
                 w.engine,
                 w.relative,
                 w.tolerance
@@ -409,6 +422,16 @@ pub fn check_lowered(
             return Ok(BatchVerdict::Inconclusive { seq: Some(seq), why: Unjudged::F32BeyondModel { witness: worst } });
         }
         return Ok(BatchVerdict::Disagree(first));
+    }
+    // The runs above step rows one after another; the engine runs a step whose rows share no
+    // storage as one batched step (`EngineRunner::step_batch`). Its values must be the judged
+    // engine half's to the bit (the kernels' rule: a vector's sum has one order whatever its
+    // batch), or the verdict above would be about another computation than the one the engine runs.
+    let batched = engine_run::<f32>(pool, checkpoint, lowered, Rounding::Stored)?.map_err(again)?;
+    let mut same = Judge::new(Stage::Numerics, 0.0);
+    engine.compare_with(&batched.map(f64::from), &mut same);
+    if let Some(w) = same.first {
+        return Ok(BatchVerdict::Disagree(BatchWitness { batched: true, ..w }));
     }
     if tol > LIMIT {
         return Ok(BatchVerdict::Inconclusive {

@@ -9,9 +9,8 @@
 //! attention, the sigmoid gate, adds, the advance) runs per row, on that row's buffers and state, by the very
 //! function the single-sequence step runs. The rows share nothing but the weights: each has its own
 //! buffers and its own state, so the order in which the rows of one unit run does not matter, and a
-//! row computes what [`EngineRunner::step`] computes on its state, to the kernels' summation order
-//! (which may depend on the batch's size, within the kernels' bound: a batch of one is the single
-//! step to the bit).
+//! row computes what [`EngineRunner::step`] computes on its state, to the bit (the kernels sum a
+//! vector's products in one order whatever its batch: `kernels/simd.rs`).
 
 use std::mem;
 
@@ -192,10 +191,8 @@ mod tests {
     }
 
     /// A row computes the same whatever the other rows of its batch hold: the same logits and state,
-    /// to the bit, next to other states at other positions fed other tokens. (Against the single
-    /// step, or in a batch of another size, a row may differ in the last bits: `matmat` sums a
-    /// vector's products in an order that depends on the batch's size, within the kernels' bound;
-    /// the batched check compares the batch with each sequence run alone on the reference.)
+    /// to the bit, next to other states at other positions fed other tokens. (That it is also the
+    /// single step's row, to the bit, `tests/batch.rs` states, and the batched check checks.)
     #[test]
     fn a_row_of_a_batch_does_not_depend_on_the_other_rows() -> Result<(), RunError> {
         for (name, program, ckpt) in programs() {
