@@ -335,8 +335,8 @@ fn rows(isa: Isa, m: &Matrix, xs: &[&[f32]], outs: &mut [&mut [f32]]) {
     let (mut a, mut b) = ([0f32; MAX_BATCH], [0f32; MAX_BATCH]);
     for first in (0..m.rows).step_by(group) {
         let end = (first + group).min(m.rows);
-        for pass in &passes {
-            let (xs, outs) = (&xs[pass.clone()], &mut outs[pass.clone()]);
+        for pass in passes.clone() {
+            let (xs, outs) = (&xs[pass.clone()], &mut outs[pass]);
             let (a, b) = (&mut a[..xs.len()], &mut b[..xs.len()]);
             let mut r = first;
             while r < end {
@@ -364,18 +364,11 @@ fn rows(isa: Isa, m: &Matrix, xs: &[&[f32]], outs: &mut [&mut [f32]]) {
 }
 
 /// `0..n` cut into as few parts of at most `most` (1 to [`MAX_BATCH`]) as may be, their sizes as
-/// even as may be.
-fn even_parts(n: usize, most: usize) -> Vec<std::ops::Range<usize>> {
+/// even as may be (an iterator: a matvec allocates nothing for it).
+fn even_parts(n: usize, most: usize) -> impl Iterator<Item = std::ops::Range<usize>> + Clone {
     let parts = n.div_ceil(most.clamp(1, MAX_BATCH));
-    let mut start = 0;
-    (0..parts)
-        .map(|p| {
-            // `n - start` stays within `[parts - p, most · (parts - p)]`, so each part is 1 to `most`.
-            let len = (n - start) / (parts - p);
-            start += len;
-            start - len..start
-        })
-        .collect()
+    // Part `p` ends at `⌊n·(p+1)/parts⌋`: sizes differ by at most one, each 1 to `most`.
+    (0..parts).map(move |p| n * p / parts..n * (p + 1) / parts)
 }
 
 /// [`rows`] for a type without kernels: each row decoded whole, then dotted in order.
