@@ -13,8 +13,10 @@ use stepcheck::batch::{BatchProgram, StateIndex};
 use stepcheck::check::Stage;
 use stepcheck::engine::run::{BatchRow, EngineRunner, RunnerState, StateValue};
 use stepcheck::engine::{EngineState, Numerics, Program, Storage, lower::lower_graph, shim::EngineShim};
+use stepcheck::formats::gguf::GgmlType;
 use stepcheck::r#gen::draw::seeded_bytes;
 use stepcheck::ir::Graph;
+use stepcheck::model::random::{Weights, random_checkpoint_as};
 use stepcheck::model::{Checkpoint, author::decode_step, presets, random::random_checkpoint};
 use stepcheck::prove::prove;
 
@@ -113,6 +115,42 @@ fn every_sequence_computes_what_it_computes_alone() -> Result<()> {
             let v = verdict_at(numerics, schedule, pool)?;
             assert!(matches!(v, BatchVerdict::Agree { .. }), "{numerics}: {schedule}: {v}");
         }
+    }
+    Ok(())
+}
+
+/// A preset's fused graph, its program at f32 and a random checkpoint whose matrices are stored
+/// as `ty` (those whose rows are not whole blocks of it stay F32).
+fn preset_in(name: &str, ty: GgmlType) -> Result<(Graph, Program, Checkpoint)> {
+    let spec = presets::preset(name).ok_or("no such preset")?;
+    let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+    let program = lower_graph(&graph, Numerics::F32)?;
+    Ok((graph, program, random_checkpoint_as(&spec, 7, Weights(ty))?))
+}
+
+/// (preset, stored type): every type with a kernel of its own, on a preset whose rows are whole
+/// blocks of it (`small`'s 256 and 768 for the k-quants).
+const STORED: [(&str, GgmlType); 6] = [
+    ("tiny", GgmlType::F16),
+    ("tiny", GgmlType::BF16),
+    ("tiny", GgmlType::Q8_0),
+    ("small", GgmlType::Q4_K),
+    ("small", GgmlType::Q5_K),
+    ("small", GgmlType::Q6_K),
+];
+
+#[test]
+fn every_sequence_computes_what_it_computes_alone_in_every_stored_type() -> Result<()> {
+    // The batched check's last stage runs the batch through each type's kernels (`step_batch`)
+    // and requires the values of its rows stepped one after another, to the bit.
+    let schedule = "admit s0 @0\nadmit s1 @1\nadmit s2 @2\ndecode s0=3 s1=9 s2=4\nfork s0 -> s3 @3\n\
+                    decode s3=7 s0=2 s1=1 s2=5\nrollback s1 1\ndecode s1=8 s3=6\n";
+    for (preset, ty) in STORED {
+        let (graph, program, checkpoint) = preset_in(preset, ty)?;
+        assert!(checkpoint.tensors.values().any(|t| t.ty() == ty), "{preset} holds {ty} matrices");
+        let pool = BatchProgram::new(program, 4, 4, 2, 16)?;
+        let v = check(&graph, &pool, &checkpoint, &schedule.parse::<Schedule>()?)?;
+        assert!(matches!(v, BatchVerdict::Agree { .. }), "{preset} in {ty}: {v}");
     }
     Ok(())
 }
