@@ -9,14 +9,11 @@
 use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use memmap2::Mmap;
-
 use super::{CHUNK, RandomError, Weights, fill_bytes, stored_len};
-use crate::formats::gguf::GgufFile;
-use crate::model::checkpoint::{Bytes, Checkpoint, Tensor};
+use crate::model::checkpoint::Checkpoint;
+use crate::model::gguf::checkpoint_from_gguf;
 use crate::model::layout::TensorInfo;
 
 /// The alignment of tensor data: GGUF's default.
@@ -91,15 +88,8 @@ fn write(path: &Path, infos: &[TensorInfo], weights: Weights, seed: u64) -> Resu
     Ok(())
 }
 
-/// The checkpoint of the GGUF file at `path`, every tensor in place in its map.
+/// The checkpoint of the GGUF file at `path`, every tensor in place in its map (the loader's own
+/// reading of a file's contents, [`checkpoint_from_gguf`]).
 fn read(path: &Path) -> Result<Checkpoint, RandomError> {
-    let file = GgufFile::open(path)?;
-    let map: Arc<Mmap> = file.map();
-    let mut ckpt = Checkpoint::default();
-    for t in file.info().tensors() {
-        let range = file.info().data_range(map.len(), t)?;
-        let bytes = Bytes::mapped(Arc::clone(&map), range).expect("data_range lies inside the file");
-        ckpt.insert(t.name.clone(), Tensor::stored(t.shape.clone(), t.ggml_type, bytes));
-    }
-    Ok(ckpt)
+    Ok(checkpoint_from_gguf(path)?)
 }

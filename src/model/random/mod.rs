@@ -15,9 +15,10 @@ mod file;
 use std::fmt;
 
 use super::checkpoint::{Bytes, Checkpoint, Tensor};
+use super::gguf::LoadError;
 use super::layout::{Init, TensorInfo, layout};
 use super::spec::ModelSpec;
-use crate::formats::gguf::{GgmlType, GgufError};
+use crate::formats::gguf::GgmlType;
 
 /// Values are drawn in chunks of this many, each chunk from its own stream, so that the values do
 /// not depend on how many threads draw them. It is a whole number of blocks of every ggml type.
@@ -107,7 +108,7 @@ pub enum RandomError {
     #[error("the random checkpoint's file {path}: {source}")]
     Io { path: std::path::PathBuf, source: std::io::Error },
     #[error("the random checkpoint's file does not read back: {0}")]
-    Gguf(#[from] GgufError),
+    Gguf(#[from] LoadError),
 }
 
 /// A checkpoint of seeded random weights for `spec`, all F32 and held in memory: deterministic in

@@ -9,7 +9,7 @@
 use std::arch::x86_64::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::simd::{Acc, both_paths, by_batch, chained, finish, fma, fma2, pointers, zero};
+use super::simd::{Acc, both_paths, by_batch, chained, entry_points, finish, fma, fma2, pointers, zero};
 
 /// A float type as a row stores it.
 pub(super) trait Element {
@@ -85,25 +85,10 @@ pub(super) fn row_scalar<E: Element>(row: &[u8], xs: &[&[f32]], out: &mut [f32])
     }
 }
 
-/// The AVX2 path: a row against the vectors of one pass (up to 3 vectors run from registers: 12 chains
-/// and the weight register).
-///
-/// # Safety
-/// AVX2, FMA and F16C are available.
-#[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn row_avx2<E: Element>(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    // SAFETY: the caller's instruction sets, which are `avx2::pass`'s.
-    unsafe { by_batch!(avx2::pass[E], xs.len(), (row, xs, out)) }
-}
-
-/// The AVX2 path compiled with 32 registers (a pass may hold more vectors).
-///
-/// # Safety
-/// AVX2, FMA, F16C, AVX-512F and AVX-512VL are available.
-#[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn row_avx512<E: Element>(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    // SAFETY: the caller's instruction sets, which are `avx512::pass`'s.
-    unsafe { by_batch!(avx512::pass[E], xs.len(), (row, xs, out)) }
+entry_points! {
+    /// The AVX2 path: a row against the vectors of one pass (up to 3 vectors run from registers: 12 chains
+    /// and the weight register).
+    row_avx2, row_avx512, pass [E: Element]
 }
 
 /// Two rows of the same length against the vectors of one pass on the AVX2 path: each vector's

@@ -23,7 +23,7 @@ use std::arch::x86_64::*;
 #[cfg(target_arch = "x86_64")]
 use super::simd::f16_at as f16c_at;
 #[cfg(target_arch = "x86_64")]
-use super::simd::{Acc, both_paths, by_batch, finish, fma, pointers, zero};
+use super::simd::{Acc, both_paths, by_batch, entry_points, finish, fma, pointers, zero};
 
 /// Values per super-block.
 const QK: usize = 256;
@@ -126,189 +126,144 @@ unsafe fn bytes8(p: *const u8) -> __m256i {
     unsafe { _mm256_cvtepu8_epi32(_mm_loadl_epi64(p.cast())) }
 }
 
-/// Q4_K's AVX2 path: per group of 8 bytes of quants, their low nibbles (8 values of sub-block
-/// `2c`) and their high nibbles (8 of sub-block `2c + 1`), each `scale · q − min` with one
-/// rounding per operation, as the decoder computes it.
-///
-/// # Safety
-/// AVX2, FMA and F16C are available.
-#[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn q4_k_avx2(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    // SAFETY: the caller's instruction sets, which are `avx2::q4_k_pass`'s.
-    unsafe { by_batch!(avx2::q4_k_pass, xs.len(), (row, xs, out)) }
+entry_points! {
+    /// Q4_K's AVX2 path: per group of 8 bytes of quants, their low nibbles (8 values of sub-block
+    /// `2c`) and their high nibbles (8 of sub-block `2c + 1`), each `scale · q − min` with one
+    /// rounding per operation, as the decoder computes it.
+    q4_k_avx2, q4_k_avx512, q4_k_pass
 }
 
-/// [`q4_k_avx2`] compiled with 32 registers (a pass may hold more vectors).
-///
-/// # Safety
-/// AVX2, FMA, F16C, AVX-512F and AVX-512VL are available.
-#[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn q4_k_avx512(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    // SAFETY: the caller's instruction sets, which are `avx512::q4_k_pass`'s.
-    unsafe { by_batch!(avx512::q4_k_pass, xs.len(), (row, xs, out)) }
+entry_points! {
+    /// Q5_K's AVX2 path: Q4_K's, with each nibble's fifth bit from `qh`.
+    q5_k_avx2, q5_k_avx512, q5_k_pass
 }
 
-/// Q5_K's AVX2 path: Q4_K's, with each nibble's fifth bit from `qh`.
-///
-/// # Safety
-/// AVX2, FMA and F16C are available.
-#[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn q5_k_avx2(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    // SAFETY: the caller's instruction sets, which are `avx2::q5_k_pass`'s.
-    unsafe { by_batch!(avx2::q5_k_pass, xs.len(), (row, xs, out)) }
-}
-
-/// [`q5_k_avx2`] compiled with 32 registers (a pass may hold more vectors).
-///
-/// # Safety
-/// AVX2, FMA, F16C, AVX-512F and AVX-512VL are available.
-#[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn q5_k_avx512(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    // SAFETY: the caller's instruction sets, which are `avx512::q5_k_pass`'s.
-    unsafe { by_batch!(avx512::q5_k_pass, xs.len(), (row, xs, out)) }
-}
-
-/// Q6_K's AVX2 path: per quarter of a half, the 32 quants made in one register of bytes (nibbles
-/// and 2-bit pairs masked and shifted 16 bits at a time, which the masks keep within each byte),
-/// then each 8 of them sign-extended to i32, converted (exactly) to f32 and multiplied by their
-/// sub-block's `d · scale`, as the decoder computes it.
-///
-/// # Safety
-/// AVX2, FMA and F16C are available.
-#[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn q6_k_avx2(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    // SAFETY: the caller's instruction sets, which are `avx2::q6_k_pass`'s.
-    unsafe { by_batch!(avx2::q6_k_pass, xs.len(), (row, xs, out)) }
-}
-
-/// [`q6_k_avx2`] compiled with 32 registers (a pass may hold more vectors).
-///
-/// # Safety
-/// AVX2, FMA, F16C, AVX-512F and AVX-512VL are available.
-#[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn q6_k_avx512(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    // SAFETY: the caller's instruction sets, which are `avx512::q6_k_pass`'s.
-    unsafe { by_batch!(avx512::q6_k_pass, xs.len(), (row, xs, out)) }
+entry_points! {
+    /// Q6_K's AVX2 path: per quarter of a half, the 32 quants made in one register of bytes (nibbles
+    /// and 2-bit pairs masked and shifted 16 bits at a time, which the masks keep within each byte),
+    /// then each 8 of them sign-extended to i32, converted (exactly) to f32 and multiplied by their
+    /// sub-block's `d · scale`, as the decoder computes it.
+    q6_k_avx2, q6_k_avx512, q6_k_pass
 }
 
 #[cfg(target_arch = "x86_64")]
 both_paths! {
     /// A row of Q4_K against the `B` vectors of a pass.
     pub(super) fn q4_k_pass<const B: usize>(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    let (blocks, _) = row.as_chunks::<Q4_K_BYTES>();
-    let p = pointers::<B>(xs, blocks.len() * QK);
-    // SAFETY: the instruction sets are this function's.
-    let mut acc: Acc<B> = unsafe { zero() };
-    let nibble = _mm256_set1_epi32(15);
-    for (k, block) in blocks.iter().enumerate() {
+        let (blocks, _) = row.as_chunks::<Q4_K_BYTES>();
+        let p = pointers::<B>(xs, blocks.len() * QK);
         // SAFETY: the instruction sets are this function's.
-        let f = factors(block, unsafe { f16c_at(block, 0) }, unsafe { f16c_at(block, 2) });
-        for c in 0..4 {
-            let (lo_scale, lo_min) = (_mm256_set1_ps(f[2 * c].0), _mm256_set1_ps(f[2 * c].1));
-            let (hi_scale, hi_min) = (_mm256_set1_ps(f[2 * c + 1].0), _mm256_set1_ps(f[2 * c + 1].1));
-            for g in 0..4 {
-                let at = k * QK + 64 * c + 8 * g;
-                // SAFETY: the instruction sets are this function's; quant bytes
-                // `16 + 32c + 8g .. + 8` are within the block's 144 (c, g < 4), and values
-                // `at .. at + 40` (the high nibbles' are 32 on) within the block's 256 of each
-                // vector, which `pointers` checked holds 256 for each of the row's blocks.
-                unsafe {
-                    let q = bytes8(block.as_ptr().add(16 + 32 * c + 8 * g));
-                    let lo = _mm256_cvtepi32_ps(_mm256_and_si256(q, nibble));
-                    let hi = _mm256_cvtepi32_ps(_mm256_srli_epi32::<4>(q));
-                    fma(&mut acc, _mm256_sub_ps(_mm256_mul_ps(lo_scale, lo), lo_min), &p, at, g);
-                    fma(&mut acc, _mm256_sub_ps(_mm256_mul_ps(hi_scale, hi), hi_min), &p, at + 32, g + 1);
+        let mut acc: Acc<B> = unsafe { zero() };
+        let nibble = _mm256_set1_epi32(15);
+        for (k, block) in blocks.iter().enumerate() {
+            // SAFETY: the instruction sets are this function's.
+            let f = factors(block, unsafe { f16c_at(block, 0) }, unsafe { f16c_at(block, 2) });
+            for c in 0..4 {
+                let (lo_scale, lo_min) = (_mm256_set1_ps(f[2 * c].0), _mm256_set1_ps(f[2 * c].1));
+                let (hi_scale, hi_min) = (_mm256_set1_ps(f[2 * c + 1].0), _mm256_set1_ps(f[2 * c + 1].1));
+                for g in 0..4 {
+                    let at = k * QK + 64 * c + 8 * g;
+                    // SAFETY: the instruction sets are this function's; quant bytes
+                    // `16 + 32c + 8g .. + 8` are within the block's 144 (c, g < 4), and values
+                    // `at .. at + 40` (the high nibbles' are 32 on) within the block's 256 of each
+                    // vector, which `pointers` checked holds 256 for each of the row's blocks.
+                    unsafe {
+                        let q = bytes8(block.as_ptr().add(16 + 32 * c + 8 * g));
+                        let lo = _mm256_cvtepi32_ps(_mm256_and_si256(q, nibble));
+                        let hi = _mm256_cvtepi32_ps(_mm256_srli_epi32::<4>(q));
+                        fma(&mut acc, _mm256_sub_ps(_mm256_mul_ps(lo_scale, lo), lo_min), &p, at, g);
+                        fma(&mut acc, _mm256_sub_ps(_mm256_mul_ps(hi_scale, hi), hi_min), &p, at + 32, g + 1);
+                    }
                 }
             }
         }
-    }
-    // SAFETY: the instruction sets are this function's.
-    unsafe { finish(&acc, out) };
+        // SAFETY: the instruction sets are this function's.
+        unsafe { finish(&acc, out) };
     }
 
     /// A row of Q5_K against the `B` vectors of a pass.
     pub(super) fn q5_k_pass<const B: usize>(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    let (blocks, _) = row.as_chunks::<Q5_K_BYTES>();
-    let p = pointers::<B>(xs, blocks.len() * QK);
-    // SAFETY: the instruction sets are this function's.
-    let mut acc: Acc<B> = unsafe { zero() };
-    let (nibble, one) = (_mm256_set1_epi32(15), _mm256_set1_epi32(1));
-    for (k, block) in blocks.iter().enumerate() {
+        let (blocks, _) = row.as_chunks::<Q5_K_BYTES>();
+        let p = pointers::<B>(xs, blocks.len() * QK);
         // SAFETY: the instruction sets are this function's.
-        let f = factors(block, unsafe { f16c_at(block, 0) }, unsafe { f16c_at(block, 2) });
-        for c in 0..4 {
-            let (lo_scale, lo_min) = (_mm256_set1_ps(f[2 * c].0), _mm256_set1_ps(f[2 * c].1));
-            let (hi_scale, hi_min) = (_mm256_set1_ps(f[2 * c + 1].0), _mm256_set1_ps(f[2 * c + 1].1));
-            let (lo_bit, hi_bit) = (_mm256_set1_epi32(2 * c as i32), _mm256_set1_epi32(2 * c as i32 + 1));
-            for g in 0..4 {
-                let at = k * QK + 64 * c + 8 * g;
-                // SAFETY: the instruction sets are this function's; `qh` bytes `16 + 8g .. + 8`
-                // and quant bytes `48 + 32c + 8g .. + 8` are within the block's 176 (c, g < 4),
-                // and values `at .. at + 40` within each vector, as in Q4_K.
-                unsafe {
-                    let q = bytes8(block.as_ptr().add(48 + 32 * c + 8 * g));
-                    let h = bytes8(block.as_ptr().add(16 + 8 * g));
-                    let lo_h = _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srlv_epi32(h, lo_bit), one));
-                    let hi_h = _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srlv_epi32(h, hi_bit), one));
-                    let lo = _mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(q, nibble), lo_h));
-                    let hi = _mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32::<4>(q), hi_h));
-                    fma(&mut acc, _mm256_sub_ps(_mm256_mul_ps(lo_scale, lo), lo_min), &p, at, g);
-                    fma(&mut acc, _mm256_sub_ps(_mm256_mul_ps(hi_scale, hi), hi_min), &p, at + 32, g + 1);
+        let mut acc: Acc<B> = unsafe { zero() };
+        let (nibble, one) = (_mm256_set1_epi32(15), _mm256_set1_epi32(1));
+        for (k, block) in blocks.iter().enumerate() {
+            // SAFETY: the instruction sets are this function's.
+            let f = factors(block, unsafe { f16c_at(block, 0) }, unsafe { f16c_at(block, 2) });
+            for c in 0..4 {
+                let (lo_scale, lo_min) = (_mm256_set1_ps(f[2 * c].0), _mm256_set1_ps(f[2 * c].1));
+                let (hi_scale, hi_min) = (_mm256_set1_ps(f[2 * c + 1].0), _mm256_set1_ps(f[2 * c + 1].1));
+                let (lo_bit, hi_bit) = (_mm256_set1_epi32(2 * c as i32), _mm256_set1_epi32(2 * c as i32 + 1));
+                for g in 0..4 {
+                    let at = k * QK + 64 * c + 8 * g;
+                    // SAFETY: the instruction sets are this function's; `qh` bytes `16 + 8g .. + 8`
+                    // and quant bytes `48 + 32c + 8g .. + 8` are within the block's 176 (c, g < 4),
+                    // and values `at .. at + 40` within each vector, as in Q4_K.
+                    unsafe {
+                        let q = bytes8(block.as_ptr().add(48 + 32 * c + 8 * g));
+                        let h = bytes8(block.as_ptr().add(16 + 8 * g));
+                        let lo_h = _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srlv_epi32(h, lo_bit), one));
+                        let hi_h = _mm256_slli_epi32::<4>(_mm256_and_si256(_mm256_srlv_epi32(h, hi_bit), one));
+                        let lo = _mm256_cvtepi32_ps(_mm256_or_si256(_mm256_and_si256(q, nibble), lo_h));
+                        let hi = _mm256_cvtepi32_ps(_mm256_or_si256(_mm256_srli_epi32::<4>(q), hi_h));
+                        fma(&mut acc, _mm256_sub_ps(_mm256_mul_ps(lo_scale, lo), lo_min), &p, at, g);
+                        fma(&mut acc, _mm256_sub_ps(_mm256_mul_ps(hi_scale, hi), hi_min), &p, at + 32, g + 1);
+                    }
                 }
             }
         }
-    }
-    // SAFETY: the instruction sets are this function's.
-    unsafe { finish(&acc, out) };
+        // SAFETY: the instruction sets are this function's.
+        unsafe { finish(&acc, out) };
     }
 
     /// A row of Q6_K against the `B` vectors of a pass.
     pub(super) fn q6_k_pass<const B: usize>(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    let (blocks, _) = row.as_chunks::<Q6_K_BYTES>();
-    let p = pointers::<B>(xs, blocks.len() * QK);
-    // SAFETY: the instruction sets are this function's.
-    let mut acc: Acc<B> = unsafe { zero() };
-    let (nibble, two, middle) = (_mm256_set1_epi8(15), _mm256_set1_epi8(3), _mm256_set1_epi8(32));
-    for (k, block) in blocks.iter().enumerate() {
+        let (blocks, _) = row.as_chunks::<Q6_K_BYTES>();
+        let p = pointers::<B>(xs, blocks.len() * QK);
         // SAFETY: the instruction sets are this function's.
-        let d = unsafe { f16c_at(block, 208) };
-        let scale: [f32; 16] = std::array::from_fn(|s| d * f32::from(block[192 + s] as i8));
-        for h in 0..2 {
-            // SAFETY: the instruction sets are this function's; `ql` bytes `64h .. 64h + 64`
-            // (below 128) and `qh` bytes `128 + 32h .. + 32` (below 192) are within the block's
-            // 210 (h < 2).
-            let (ql_a, ql_b, qh) = unsafe {
-                let at = |o: usize| _mm256_loadu_si256(block.as_ptr().add(o).cast());
-                (at(64 * h), at(64 * h + 32), at(128 + 32 * h))
-            };
-            let quarters = [
-                (_mm256_and_si256(ql_a, nibble), _mm256_and_si256(qh, two)),
-                (_mm256_and_si256(ql_b, nibble), _mm256_and_si256(_mm256_srli_epi16::<2>(qh), two)),
-                (
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql_a), nibble),
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(qh), two),
-                ),
-                (
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql_b), nibble),
-                    _mm256_and_si256(_mm256_srli_epi16::<6>(qh), two),
-                ),
-            ];
-            for (j, (low, high)) in quarters.into_iter().enumerate() {
-                let q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16::<4>(high)), middle);
-                let (lo, hi) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
-                let groups = [lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)];
-                for (g, q8) in groups.into_iter().enumerate() {
-                    let s = _mm256_set1_ps(scale[8 * h + 2 * j + g / 2]);
-                    let w = _mm256_mul_ps(s, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)));
-                    // SAFETY: the instruction sets are this function's; values
-                    // `256k + 128h + 32j + 8g .. + 8` are within the block's 256 of each
-                    // vector, which `pointers` checked holds 256 for each of the row's blocks.
-                    unsafe { fma(&mut acc, w, &p, k * QK + 128 * h + 32 * j + 8 * g, g) };
+        let mut acc: Acc<B> = unsafe { zero() };
+        let (nibble, two, middle) = (_mm256_set1_epi8(15), _mm256_set1_epi8(3), _mm256_set1_epi8(32));
+        for (k, block) in blocks.iter().enumerate() {
+            // SAFETY: the instruction sets are this function's.
+            let d = unsafe { f16c_at(block, 208) };
+            let scale: [f32; 16] = std::array::from_fn(|s| d * f32::from(block[192 + s] as i8));
+            for h in 0..2 {
+                // SAFETY: the instruction sets are this function's; `ql` bytes `64h .. 64h + 64`
+                // (below 128) and `qh` bytes `128 + 32h .. + 32` (below 192) are within the block's
+                // 210 (h < 2).
+                let (ql_a, ql_b, qh) = unsafe {
+                    let at = |o: usize| _mm256_loadu_si256(block.as_ptr().add(o).cast());
+                    (at(64 * h), at(64 * h + 32), at(128 + 32 * h))
+                };
+                let quarters = [
+                    (_mm256_and_si256(ql_a, nibble), _mm256_and_si256(qh, two)),
+                    (_mm256_and_si256(ql_b, nibble), _mm256_and_si256(_mm256_srli_epi16::<2>(qh), two)),
+                    (
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql_a), nibble),
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(qh), two),
+                    ),
+                    (
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql_b), nibble),
+                        _mm256_and_si256(_mm256_srli_epi16::<6>(qh), two),
+                    ),
+                ];
+                for (j, (low, high)) in quarters.into_iter().enumerate() {
+                    let q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16::<4>(high)), middle);
+                    let (lo, hi) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
+                    let groups = [lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)];
+                    for (g, q8) in groups.into_iter().enumerate() {
+                        let s = _mm256_set1_ps(scale[8 * h + 2 * j + g / 2]);
+                        let w = _mm256_mul_ps(s, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)));
+                        // SAFETY: the instruction sets are this function's; values
+                        // `256k + 128h + 32j + 8g .. + 8` are within the block's 256 of each
+                        // vector, which `pointers` checked holds 256 for each of the row's blocks.
+                        unsafe { fma(&mut acc, w, &p, k * QK + 128 * h + 32 * j + 8 * g, g) };
+                    }
                 }
             }
         }
-    }
-    // SAFETY: the instruction sets are this function's.
-    unsafe { finish(&acc, out) };
+        // SAFETY: the instruction sets are this function's.
+        unsafe { finish(&acc, out) };
     }
 }

@@ -223,29 +223,20 @@ fn kernel(ty: GgmlType) -> Option<Kernel> {
             }
         };
     }
-    use float::{Bf16, F16, F32};
+    /// A float type's kernels: a row at a time, and two rows at a time for a batch.
+    fn float_kernel<E: float::Element>() -> Kernel {
+        k!(
+            float::row_scalar::<E>,
+            float::row_avx2::<E>,
+            float::row_avx512::<E>,
+            (3, 7),
+            pair: (float::pair_avx2::<E>, float::pair_avx512::<E>, (1, 3))
+        )
+    }
     Some(match ty {
-        GgmlType::F32 => k!(
-            float::row_scalar::<F32>,
-            float::row_avx2::<F32>,
-            float::row_avx512::<F32>,
-            (3, 7),
-            pair: (float::pair_avx2::<F32>, float::pair_avx512::<F32>, (1, 3))
-        ),
-        GgmlType::F16 => k!(
-            float::row_scalar::<F16>,
-            float::row_avx2::<F16>,
-            float::row_avx512::<F16>,
-            (3, 7),
-            pair: (float::pair_avx2::<F16>, float::pair_avx512::<F16>, (1, 3))
-        ),
-        GgmlType::BF16 => k!(
-            float::row_scalar::<Bf16>,
-            float::row_avx2::<Bf16>,
-            float::row_avx512::<Bf16>,
-            (3, 7),
-            pair: (float::pair_avx2::<Bf16>, float::pair_avx512::<Bf16>, (1, 3))
-        ),
+        GgmlType::F32 => float_kernel::<float::F32>(),
+        GgmlType::F16 => float_kernel::<float::F16>(),
+        GgmlType::BF16 => float_kernel::<float::Bf16>(),
         GgmlType::Q8_0 => k!(q8_0::row_scalar, q8_0::row_avx2, q8_0::row_avx512, (2, 5)),
         GgmlType::Q4_K => k!(kquants::q4_k_scalar, kquants::q4_k_avx2, kquants::q4_k_avx512, (2, 5)),
         GgmlType::Q5_K => k!(kquants::q5_k_scalar, kquants::q5_k_avx2, kquants::q5_k_avx512, (2, 5)),

@@ -5,7 +5,7 @@
 use std::arch::x86_64::*;
 
 #[cfg(target_arch = "x86_64")]
-use super::simd::{Acc, both_paths, by_batch, chained, f16_at, finish, fma, pointers, zero};
+use super::simd::{Acc, both_paths, by_batch, chained, entry_points, f16_at, finish, fma, pointers, zero};
 
 /// Bytes per block.
 const BLOCK_BYTES: usize = 34;
@@ -31,34 +31,19 @@ pub(super) fn row_scalar(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
     }
 }
 
-/// The AVX2 path: each group of 8 quants sign-extended to i32 and converted (exactly) to f32
-/// (up to 2 vectors of a pass run from registers: each one's block sum and 4 chains, the scale and
-/// the block's 4 groups).
-///
-/// A weight `d · q` is exact in f32 (an f16 significand of 11 bits times an 8-bit integer needs at
-/// most 19 bits, and no product of an f16 and an i8 falls below f32's normal range), so
-/// `Σ (d·q)·x = d · Σ q·x` exactly, in real arithmetic: each block's `Σ q·x` is summed first and
-/// multiplied by `d` once (5 multiply-adds per 32 values instead of 4 multiplications and 4
-/// multiply-adds). That is another order of the same exact products, within the bound every path
-/// keeps (its depth, `32/8 + 3 + 2 + blocks`, is below `n`), with one more rounded product per block
-/// (`n/32` more underflows of at most 2⁻¹⁵⁰ each).
-///
-/// # Safety
-/// AVX2, FMA and F16C are available.
-#[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn row_avx2(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    // SAFETY: the caller's instruction sets, which are `avx2::pass`'s.
-    unsafe { by_batch!(avx2::pass, xs.len(), (row, xs, out)) }
-}
-
-/// The AVX2 path compiled with 32 registers (a pass may hold more vectors).
-///
-/// # Safety
-/// AVX2, FMA, F16C, AVX-512F and AVX-512VL are available.
-#[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn row_avx512(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
-    // SAFETY: the caller's instruction sets, which are `avx512::pass`'s.
-    unsafe { by_batch!(avx512::pass, xs.len(), (row, xs, out)) }
+entry_points! {
+    /// The AVX2 path: each group of 8 quants sign-extended to i32 and converted (exactly) to f32
+    /// (up to 2 vectors of a pass run from registers: each one's block sum and 4 chains, the scale and
+    /// the block's 4 groups).
+    ///
+    /// A weight `d · q` is exact in f32 (an f16 significand of 11 bits times an 8-bit integer needs at
+    /// most 19 bits, and no product of an f16 and an i8 falls below f32's normal range), so
+    /// `Σ (d·q)·x = d · Σ q·x` exactly, in real arithmetic: each block's `Σ q·x` is summed first and
+    /// multiplied by `d` once (5 multiply-adds per 32 values instead of 4 multiplications and 4
+    /// multiply-adds). That is another order of the same exact products, within the bound every path
+    /// keeps (its depth, `32/8 + 3 + 2 + blocks`, is below `n`), with one more rounded product per block
+    /// (`n/32` more underflows of at most 2⁻¹⁵⁰ each).
+    row_avx2, row_avx512, pass
 }
 
 #[cfg(target_arch = "x86_64")]

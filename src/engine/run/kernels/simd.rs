@@ -8,8 +8,8 @@
 //! multiply-adds in flight: an FMA takes 4 cycles and two issue per cycle), and [`finish`] adds the
 //! chains and then the lanes in a fixed order. A batch is served in passes over the row, each of as
 //! many vectors as a path's registers hold (`super::Kernel`'s table), each weight register loaded
-//! (dequantized) once per pass and multiplied into every vector's chains. So a vector's value does not depend on how many others
-//! share its pass, or on which path runs it: a row of a batched step is bit for bit the row of the
+//! (dequantized) once per pass and multiplied into every vector's chains. So a vector's value does
+//! not depend on how many others share its pass, or on which path runs it: a row of a batched step is bit for bit the row of the
 //! single step, which the batched check relies on (docs/SOUNDNESS.md, "Batched decode").
 //!
 //! The two SIMD paths are the same operations compiled twice ([`both_paths!`]): for AVX2 (16 vector
@@ -144,6 +144,35 @@ macro_rules! by_batch {
     };
 }
 pub(super) use by_batch;
+
+/// A type family's two entry points over its pass function `$pass` (written once, in
+/// [`both_paths!`]): `$avx2`, with the docs given, and `$avx512`, the same operations on 32
+/// registers; each serves a pass of `xs.len()` vectors ([`by_batch!`]). `G: Bound` are the pass's
+/// other generic arguments, if any.
+macro_rules! entry_points {
+    ($(#[$doc:meta])* $avx2:ident, $avx512:ident, $pass:ident $([$g:ident: $bound:path])?) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// AVX2, FMA and F16C are available.
+        #[cfg(target_arch = "x86_64")]
+        pub(super) unsafe fn $avx2 $(<$g: $bound>)? (row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
+            // SAFETY: the caller's instruction sets, which are those `avx2`'s pass is compiled for.
+            unsafe { by_batch!(avx2::$pass $([$g])?, xs.len(), (row, xs, out)) }
+        }
+
+        #[doc = concat!("[`", stringify!($avx2), "`] compiled with 32 registers (a pass may hold more vectors).")]
+        ///
+        /// # Safety
+        /// AVX2, FMA, F16C, AVX-512F and AVX-512VL are available.
+        #[cfg(target_arch = "x86_64")]
+        pub(super) unsafe fn $avx512 $(<$g: $bound>)? (row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
+            // SAFETY: the caller's instruction sets, which are those `avx512`'s pass is compiled for.
+            unsafe { by_batch!(avx512::$pass $([$g])?, xs.len(), (row, xs, out)) }
+        }
+    };
+}
+pub(super) use entry_points;
 
 /// The items given (a type family's pass functions), compiled twice: in `mod avx2` for AVX2, FMA
 /// and F16C, and in `mod avx512` with AVX-512F and VL enabled too (32 vector registers). Each item
