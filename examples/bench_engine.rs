@@ -1,8 +1,10 @@
 //! The engine's matvec against memory streaming: `cargo run --release --example bench_engine`;
-//! and the engine's decode step on a GGUF file: `… --example bench_engine -- FILE.gguf [STEPS]`.
+//! and the engine's decode step on a GGUF file: `… --example bench_engine -- FILE.gguf [STEPS
+//! [NUMERICS]]`.
 //!
 //! With a file: the model and its checkpoint read from it (weights in place, in their stored
-//! types), the step lowered at f32 numerics and run on 2 threads, one warm-up step, then the median
+//! types), the step lowered at `NUMERICS` (default `f32`; `f32/f32/f32/q8_k` quantizes k-quant
+//! matvecs' inputs to Q8_K, as llama.cpp does) and run on 2 threads, one warm-up step, then the median
 //! of `STEPS` (default 16) steps in ms, printed as one JSON line `{"median_ms": …, "steps": …}`
 //! (`reference/bench_llama_cpp.py` reads it).
 //!
@@ -41,9 +43,9 @@ fn report(name: &str, t: &MatVecTiming) {
 }
 
 /// The median ms of `steps` decode steps of the model in the GGUF file `path`, on 2 threads.
-fn step_of_file(path: &str, steps: usize) -> Result<f64, Box<dyn std::error::Error>> {
+fn step_of_file(path: &str, steps: usize, numerics: Numerics) -> Result<f64, Box<dyn std::error::Error>> {
     let (spec, ckpt) = load_gguf(path)?;
-    let program = lower_graph(&EngineShim::default().prepare(&decode_step(&spec)?), Numerics::F32)?;
+    let program = lower_graph(&EngineShim::default().prepare(&decode_step(&spec)?), numerics)?;
     let mut engine = EngineRunner::new(&program, &ckpt, steps + 2)?.with_threads(2);
     engine.step(1)?;
     let mut times = vec![];
@@ -62,7 +64,11 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(path) = args.first() {
         let steps = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(16);
-        match step_of_file(path, steps) {
+        let Some(numerics) = args.get(2).map_or(Some(Numerics::F32), |n| Numerics::parse(n)) else {
+            eprintln!("NUMERICS is act[/kv[/state[/kquant-inputs]]], e.g. f32/f32/f32/q8_k");
+            std::process::exit(2);
+        };
+        match step_of_file(path, steps, numerics) {
             Ok(ms) => println!("{{\"median_ms\": {ms:.3}, \"steps\": {steps}}}"),
             Err(e) => {
                 eprintln!("{path}: {e}");

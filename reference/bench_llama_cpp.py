@@ -10,8 +10,9 @@ Q4_K_M. Then, for each file, in one run, each engine on 2 threads, one token per
 * llama.cpp through `llama-cpp-python` (`Llama.eval([token])`, `n_batch` 1, an F32 KV cache), with
   `OMP_WAIT_POLICY=PASSIVE` unless the environment sets it (its spinning threads lose whole seconds per step
   while another process holds a core: /work/shared/facts/tooling.md);
-* stepcheck's engine: `target/release/examples/bench_engine FILE STEPS` (weights in place in their stored
-  types, f32 numerics);
+* stepcheck's engine: `target/release/examples/bench_engine FILE STEPS NUMERICS` (weights in place in their
+  stored types, f32 numerics; for Q4_K_M a second row with `f32/f32/f32/q8_k`, its k-quant matvecs reading
+  their inputs quantized to Q8_K as llama.cpp's do: docs/PROGRAM.md, "Numerics and storage");
 * transformers f32 eager (F32 only): the model itself, `torch.set_num_threads(2)`, DynamicCache.
 
 It prints the median ms per step of each, the load average before and after, and the table of issue 10 with
@@ -47,6 +48,8 @@ from transformers import DynamicCache, Qwen3_5ForCausalLM  # noqa: E402
 THREADS = 2
 # llama.cpp's file types (`enum llama_ftype`).
 FTYPES = {"F32": 0, "BF16": 32, "Q8_0": 7, "Q4_K_M": 15}
+# The numerics stepcheck's engine is timed at, per type: f32, and for k-quants also Q8_K inputs.
+NUMERICS = {"Q4_K_M": ["f32", "f32/f32/f32/q8_k"]}
 
 
 class NoVocabWriter(mf.gguf.GGUFWriter):
@@ -120,8 +123,9 @@ def time_llama_cpp(path: Path, steps: int) -> float:
     return 1e3 * statistics.median(times)
 
 
-def time_stepcheck(binary: Path, path: Path, steps: int) -> float:
-    out = subprocess.run([str(binary), str(path), str(steps)], check=True, capture_output=True, text=True, cwd=ROOT)
+def time_stepcheck(binary: Path, path: Path, steps: int, numerics: str) -> float:
+    out = subprocess.run([str(binary), str(path), str(steps), numerics], check=True, capture_output=True, text=True,
+                         cwd=ROOT)
     return float(json.loads(out.stdout.strip().splitlines()[-1])["median_ms"])
 
 
@@ -166,10 +170,12 @@ def main() -> int:
     for t in types:
         size = files[t].stat().st_size / 1e9
         llama = time_llama_cpp(files[t], a.steps) if have_llama else None
-        ours = time_stepcheck(a.engine, files[t], a.steps)
         hf = time_transformers(model, a.steps) if t == "F32" else None
-        rows.append((t, size, llama, ours, hf))
-        print(f"{t}: llama.cpp {llama} ms, stepcheck {ours:.1f} ms, transformers {hf} ms", flush=True)
+        for numerics in NUMERICS.get(t, ["f32"]):
+            ours = time_stepcheck(a.engine, files[t], a.steps, numerics)
+            name = t if numerics == "f32" else f"{t}, numerics {numerics}"
+            rows.append((name, size, llama, ours, hf))
+            print(f"{name}: llama.cpp {llama} ms, stepcheck {ours:.1f} ms, transformers {hf} ms", flush=True)
     load_after = os.getloadavg()
 
     hf_f32 = next((r[4] for r in rows if r[4] is not None), None)

@@ -21,6 +21,10 @@ pub enum Bug {
     EngineRopeBackwards,
     /// The engine rounds what it stores in f16 as bf16: a bug that shows only at reduced storage.
     EngineF16AsBf16,
+    /// The engine quantizes a k-quant matvec's input to Q8_K rounding toward zero, not to nearest.
+    EngineQ8kTowardZero,
+    /// The engine's k-quant matvecs read their input as it is where the numerics say Q8_K.
+    EngineQ8kIgnored,
 }
 
 thread_local! {

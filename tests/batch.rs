@@ -38,7 +38,7 @@ fn tiny_at(numerics: Numerics) -> Result<(Graph, Program, Checkpoint)> {
 /// The reduced numerics the batch is judged at besides f32: activations and KV cache in bf16, and
 /// in f16 (the recurrent state stays f32, as lowering requires).
 const REDUCED: [Numerics; 2] =
-    [Numerics::BF16, Numerics { activations: Storage::F16, kv_cache: Storage::F16, recurrent_state: Storage::F32 }];
+    [Numerics::BF16, Numerics { activations: Storage::F16, kv_cache: Storage::F16, ..Numerics::F32 }];
 
 /// The number of an environment variable's generated cases, else `default`.
 fn count(var: &str, default: usize) -> usize {

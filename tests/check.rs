@@ -96,10 +96,9 @@ fn reduced_numerics_change_only_where_the_program_stores() {
     for name in ["tiny", "tiny-tied", "small", "qwen3.5-0.8b"] {
         let spec = presets::preset(name).expect("preset");
         let (_, f32_program) = lowered(&spec, Numerics::F32);
-        for numerics in [
-            Numerics::BF16,
-            Numerics { activations: Storage::F16, kv_cache: Storage::Bf16, recurrent_state: Storage::F32 },
-        ] {
+        for numerics in
+            [Numerics::BF16, Numerics { activations: Storage::F16, kv_cache: Storage::Bf16, ..Numerics::F32 }]
+        {
             let (_, p) = lowered(&spec, numerics);
             assert_eq!(p.blocks, f32_program.blocks, "{name} at {numerics}");
             assert!(p.buffers.iter().all(|b| b.storage == numerics.activations), "{name}");

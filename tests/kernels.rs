@@ -9,14 +9,20 @@
 //!   block; `γ_n = n·u / (1 − n·u)`, `u = 2⁻²⁴`);
 //! - `matmat` over a batch is `matvec` for each of its vectors, on the same bound (a batch keeps
 //!   fewer accumulators per vector than one vector does), and exactly on the scalar path;
-//! - threads split rows without changing a value.
+//! - threads split rows without changing a value;
+//! - under `KquantInputs::Q8K`, a Q4_K or Q6_K matvec quantizes its input by the rule (each value
+//!   within half a step `a / 127` of its integer's), and its value is the dot product of the
+//!   decoded weights with the quantized input, within the f32 roundings of its block sums; its SIMD
+//!   path is its scalar path bit for bit, and a batch its vectors one at a time.
 //!
 //! Shapes are random: 1 to 5 rows, 1 to 6 blocks per row (0 to 70 values for the float types, odd
 //! lengths included), batches of 1 to 11 vectors (past the 8 one pass serves).
 
 use proptest::prelude::*;
+use stepcheck::engine::KquantInputs;
 use stepcheck::engine::run::kernels::{
     Isa, MAX_BATCH, Matrix, detected, has_kernel, matmat, matmat_on, matvec,
+    q8k::Q8k,
     threads::{Strategy as Split, over_rows_with},
 };
 use stepcheck::formats::gguf::GgmlType;
@@ -179,6 +185,134 @@ proptest! {
         matmat_on(Isa::Avx2, &m, &xs, batch, &mut narrow, 1);
         let same = wide.iter().zip(&narrow).all(|(a, b)| a.to_bits() == b.to_bits());
         prop_assert!(same, "{ty} [{rows}, {cols}] × {batch}: {wide:?} against {narrow:?}");
+    }
+}
+
+/// A random case of a matvec under `KquantInputs::Q8K`: Q4_K or Q6_K, a shape, a batch, seeds, and
+/// vectors whose blocks are of one of three scales (so that some steps `a / 127` are tiny), with
+/// some blocks all zero.
+fn q8k_case() -> impl Strategy<Value = (GgmlType, usize, usize, usize, Vec<u8>, Vec<f32>)> {
+    let ty = prop::sample::select(vec![GgmlType::Q4_K, GgmlType::Q6_K]);
+    (ty, 1usize..=4, 1usize..=4, 1usize..=10, prop::collection::vec(any::<u8>(), 1..64)).prop_flat_map(
+        |(ty, rows, blocks, batch, seed)| {
+            let block = prop_oneof![
+                prop::collection::vec(-4.0f32..4.0, 256),
+                prop::collection::vec(-1e-3f32..1e-3, 256),
+                Just(vec![0.0f32; 256]),
+            ];
+            let xs = prop::collection::vec(block, batch * blocks).prop_map(|b| b.concat());
+            (Just(ty), Just(rows), Just(256 * blocks), Just(batch), Just(seed), xs)
+        },
+    )
+}
+
+/// The spec of a Q8_K matvec: each row's decoded weights dotted in f64 with each vector's
+/// quantized values `d · q`, and the bound of the f32 roundings in the kernel's block sums:
+/// `(16 + blocks) · u · Σᵢ (|wᵢ| + 63·|dmin|) · |d·qᵢ|` (`|d·scale·q| ≤ |w| + 63·|dmin|`, and each
+/// block's two products, their difference and the row's sum of blocks round once each).
+fn q8k_spec(m: &Matrix, xs: &[f32], batch: usize) -> (Vec<f64>, Vec<f64>) {
+    let decode = m.ty().decoder().unwrap();
+    let (cols, blocks) = (m.cols(), m.cols() / 256);
+    let u = f64::powi(2.0, -24);
+    let (mut want, mut bound) = (vec![0f64; batch * m.rows()], vec![0f64; batch * m.rows()]);
+    for b in 0..batch {
+        let x = Q8k::quantize(&xs[b * cols..(b + 1) * cols]);
+        let value = |i: usize| f64::from(x.d[i / 256]) * f64::from(x.q[i]);
+        for r in 0..m.rows() {
+            let (row, w) = (m.row(r), decode(m.row(r)).unwrap());
+            let dmin = |i: usize| match m.ty() {
+                GgmlType::Q4_K => {
+                    f64::from(half::f16::from_le_bytes([row[144 * (i / 256) + 2], row[144 * (i / 256) + 3]]).to_f32())
+                }
+                _ => 0.0,
+            };
+            want[b * m.rows() + r] = (0..cols).map(|i| f64::from(w[i]) * value(i)).sum();
+            let size: f64 = (0..cols).map(|i| (f64::from(w[i]).abs() + 63.0 * dmin(i).abs()) * value(i).abs()).sum();
+            bound[b * m.rows() + r] = (16.0 + blocks as f64) * u * size + 1e-40;
+        }
+    }
+    (want, bound)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn q8k_quantization_keeps_each_value_within_half_a_step_of_its_integer(
+        xs in prop::collection::vec(prop_oneof![-4.0f32..4.0, -1e-30f32..1e-30, Just(0.0f32)], 256..=256)
+    ) {
+        let x = Q8k::quantize(&xs);
+        let a = xs.iter().fold(0f32, |a, x| a.max(x.abs()));
+        prop_assert_eq!(x.d[0], a / 127.0);
+        for (i, (&v, &q)) in xs.iter().zip(&x.q).enumerate() {
+            prop_assert!((-127..=127).contains(&q), "q[{}] = {}", i, q);
+            if a > 0.0 {
+                let exact = f64::from(v) * 127.0 / f64::from(a);
+                prop_assert!((exact - f64::from(q)).abs() <= 0.5 + 1e-6, "x[{}] = {} (step {}) → {}", i, v, a / 127.0, q);
+            }
+            if v.abs() == a && a > 0.0 {
+                prop_assert_eq!(i32::from(q).abs(), 127);
+            }
+        }
+        for (s, sum) in x.sums.iter().enumerate() {
+            prop_assert_eq!(*sum, x.q[16 * s..16 * s + 16].iter().map(|&q| i32::from(q)).sum::<i32>());
+        }
+    }
+
+    #[test]
+    fn a_q8k_matvec_is_the_decoded_weights_dotted_with_the_quantized_input(
+        (ty, rows, cols, batch, seed, xs) in q8k_case()
+    ) {
+        let bytes = weights(ty, rows, cols, &seed);
+        let m = Matrix::new(ty, &bytes, rows, cols).unwrap().with_inputs(KquantInputs::Q8K);
+        prop_assert!(m.quantizes_inputs());
+        let (want, bound) = q8k_spec(&m, &xs, batch);
+        let mut scalar = vec![f32::NAN; batch * rows];
+        matmat_on(Isa::Scalar, &m, &xs, batch, &mut scalar, 1);
+        for (i, ((got, want), bound)) in scalar.iter().zip(&want).zip(&bound).enumerate() {
+            let gap = (f64::from(*got) - want).abs();
+            prop_assert!(gap <= *bound, "{} [{}, {}] × {}: output {}: {} vs {}, apart {:e} > {:e}", ty, rows, cols, batch, i, got, want, gap, bound);
+        }
+        for isa in [Isa::Avx2, Isa::Avx512] {
+            let mut simd = vec![f32::NAN; batch * rows];
+            matmat_on(isa, &m, &xs, batch, &mut simd, 1);
+            let same = simd.iter().zip(&scalar).all(|(a, b)| a.to_bits() == b.to_bits());
+            prop_assert!(same, "{} on {:?}: {:?} against the scalar path's {:?}", ty, isa, simd, scalar);
+            let mut apart = vec![f32::NAN; batch * rows];
+            for (b, out) in apart.chunks_exact_mut(rows).enumerate() {
+                matmat_on(isa, &m, &xs[b * cols..(b + 1) * cols], 1, out, 1);
+            }
+            let same = simd.iter().zip(&apart).all(|(a, b)| a.to_bits() == b.to_bits());
+            prop_assert!(same, "{} on {:?}: a batch against its vectors one at a time", ty, isa);
+        }
+    }
+}
+
+#[test]
+fn a_q8k_block_with_a_value_that_is_not_finite_makes_every_row_nan() {
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        let bytes = weights(ty, 3, 512, &[7, 1, 9]);
+        let m = Matrix::new(ty, &bytes, 3, 512).unwrap().with_inputs(KquantInputs::Q8K);
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut x: Vec<f32> = (0..512).map(|i| (i % 7) as f32 - 3.0).collect();
+            x[300] = bad;
+            for isa in [Isa::Scalar, Isa::Avx2] {
+                let mut out = vec![0f32; 3];
+                matmat_on(isa, &m, &x, 1, &mut out, 1);
+                assert!(out.iter().all(|v| v.is_nan()), "{ty} {bad} on {isa:?}: {out:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn only_q4_k_and_q6_k_matrices_quantize_their_inputs() {
+    for ty in TYPES {
+        let bytes = weights(ty, 1, 256, &[3]);
+        let m = Matrix::new(ty, &bytes, 1, 256).unwrap();
+        let want = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
+        assert_eq!(m.with_inputs(KquantInputs::Q8K).quantizes_inputs(), want, "{ty}");
+        assert!(!m.with_inputs(KquantInputs::F32).quantizes_inputs(), "{ty}");
     }
 }
 

@@ -914,7 +914,7 @@ fn roundings(numerics: Numerics) -> Vec<(String, String, usize)> {
 
 #[test]
 fn roundings_sit_where_the_numerics_say() {
-    let n = |a, k, s| Numerics { activations: a, kv_cache: k, recurrent_state: s };
+    let n = |a, k, s| Numerics { activations: a, kv_cache: k, recurrent_state: s, ..Numerics::F32 };
     let (f32, bf16, f16) = (Storage::F32, Storage::Bf16, Storage::F16);
     // At f32 nothing is rounded.
     assert!(roundings(Numerics::F32).is_empty());

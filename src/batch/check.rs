@@ -478,7 +478,7 @@ mod tests {
 
     #[test]
     fn every_planted_engine_bug_is_a_disagreement_at_its_stage_at_its_numerics() -> Result<()> {
-        let f16 = Numerics { activations: Storage::F16, kv_cache: Storage::F16, recurrent_state: Storage::F32 };
+        let f16 = Numerics { activations: Storage::F16, kv_cache: Storage::F16, ..Numerics::F32 };
         let large_eps: fn(&mut crate::model::ModelSpec) = |s| s.rms_eps = 1e-3;
         // (bug, spec edit, numerics, the stage that must catch it, the first row it shows in):
         // the single check's table (`check::tests`), run through the pool. Every bug but RoPE's

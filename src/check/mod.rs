@@ -401,7 +401,7 @@ mod tests {
 
     #[test]
     fn every_planted_engine_bug_of_issue_8_is_a_disagreement_at_its_stage() -> Result<()> {
-        let f16 = Numerics { activations: Storage::F16, kv_cache: Storage::F16, recurrent_state: Storage::F32 };
+        let f16 = Numerics { activations: Storage::F16, kv_cache: Storage::F16, ..Numerics::F32 };
         let large_eps: fn(&mut crate::model::ModelSpec) = |s| s.rms_eps = 1e-3;
         // (bug, spec edit, numerics, the stage that must catch it). On the old check the first was
         // excused as ill-conditioned, the second and the last were agree or inconclusive at
@@ -418,6 +418,33 @@ mod tests {
             assert!(matches!(clean, Verdict::Agree { .. }), "{bug:?} not planted: {clean}");
             let planted = planted::with(bug, || verdict_of(edit, numerics, &[3, 1]))?;
             assert!(matches!(&planted, Verdict::Disagree(w) if w.stage == stage), "{bug:?}: {planted}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_kquant_input_quantized_otherwise_than_the_numerics_say_is_a_disagreement() -> Result<()> {
+        // `small` stored as Q4_K and as Q6_K (its matrices rows of whole 256-value blocks), its
+        // k-quant matvecs reading their inputs quantized to Q8_K: the engine's kernels against the
+        // shadow, which applies the rule in f64 on its own.
+        use crate::formats::gguf::GgmlType;
+        use crate::model::random::{Weights, random_checkpoint_as};
+        let numerics = Numerics::F32.with_kquant_inputs(crate::engine::KquantInputs::Q8K);
+        for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+            let spec = presets::preset("small").ok_or("no such preset")?;
+            let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+            let program = lower_graph(&graph, numerics)?;
+            let ckpt = random_checkpoint_as(&spec, 1, Weights(ty))?;
+            let run = || compare(&graph, &program, &ckpt, &[3, 1, 4]);
+            let clean = run()?;
+            assert!(matches!(clean, Verdict::Agree { .. }), "{ty} clean: {clean}");
+            for bug in [Bug::EngineQ8kTowardZero, Bug::EngineQ8kIgnored] {
+                let planted = planted::with(bug, run)?;
+                assert!(
+                    matches!(&planted, Verdict::Disagree(w) if w.stage == Stage::Numerics),
+                    "{ty} {bug:?}: {planted}"
+                );
+            }
         }
         Ok(())
     }

@@ -61,11 +61,12 @@ pub enum Unjudged {
     /// alone can do what a wrong program does, so the numerics cannot be judged. `structure` is the exact run's
     /// largest relative error and `tolerance` the numerics tolerance the model gave.
     RoundingDominates { structure: f64, tolerance: f64 },
-    /// The structure agrees within [`super::EXACT`], and at reduced storage the engine is off its
-    /// shadow by more than f32 arithmetic explains, but by no more than [`super::MARGIN`] times
-    /// what rounding flips do (every value moved by an f32 unit roundoff, then rounded to its
-    /// storage: `bound`, relative to the scale). An engine that rounds to the wrong type is off
-    /// by more at its first store.
+    /// The structure agrees within [`super::EXACT`], and at reduced storage (or with k-quant
+    /// inputs quantized to Q8_K) the engine is off its shadow by more than f32 arithmetic
+    /// explains, but by no more than [`super::MARGIN`] times what rounding flips do (every value
+    /// moved by an f32 unit roundoff, then rounded to its storage and quantized where the
+    /// numerics say: `bound`, relative to the scale). An engine that rounds to the wrong type is
+    /// off by more at its first store.
     RoundingFlips { witness: Witness, bound: f64 },
     /// The structure agrees within [`super::EXACT`], the numerics are all f32 (nothing is stored
     /// below it), and the engine is off its f64 shadow by more than the f32-arithmetic model
@@ -151,7 +152,7 @@ impl fmt::Display for Unjudged {
             ),
             Unjudged::RoundingFlips { witness, bound } => write!(
                 f,
-                "the structure agrees; at reduced storage the engine is {:.2e} of the scale off its shadow at step {} \
+                "the structure agrees; where values are rounded below f32 the engine is {:.2e} of the scale off its shadow at step {} \
                  in {}[{}] (reference {} engine {}), beyond f32 arithmetic ({:.2e}) but within what rounding flips do \
                  ({bound:.2e})",
                 witness.relative,

@@ -304,7 +304,9 @@ pub fn check_sizes(cli: &Cli) -> Result<(), MemoryError> {
 }
 
 pub fn parse_numerics(s: &str) -> Result<Numerics, String> {
-    Numerics::parse(s).ok_or_else(|| format!("{s:?} is not act[/kv[/state]] of f32, bf16, f16"))
+    Numerics::parse(s).ok_or_else(|| {
+        format!("{s:?} is not act[/kv[/state[/kquant-inputs]]] of f32, bf16, f16 (kquant-inputs: f32 or q8_k)")
+    })
 }
 
 #[cfg(test)]

@@ -7,6 +7,6 @@ pub mod program;
 pub mod run;
 pub mod shim;
 
-pub use numerics::{Numerics, Storage};
+pub use numerics::{KquantInputs, Numerics, Storage};
 pub use program::{Block, BlockKind, Buf, Command, Program, StateRef};
 pub use run::{EngineRunner, EngineState, RunError};

@@ -59,33 +59,85 @@ impl Storage {
     }
 }
 
+/// How a matvec over k-quant weights reads its input vector.
+///
+/// [`KquantInputs::Q8K`] is llama.cpp's choice for k-quants, made a rule of the program: the
+/// input is quantized to Q8_K blocks and dotted with the weights' integers exactly. A vector is
+/// cut into blocks of 256 values; a block `x` whose values are all finite, with `a = max |x|`, is
+/// held as `d · q`: `q = round_half_even(x · (127 / a))` (integers within ±127) and `d = a / 127`
+/// (all zeros when `a = 0`); a block with a value that is not finite is not a number (every `q`
+/// dotted with it is NaN). The matrices it applies to are those stored as Q4_K or Q6_K (the two
+/// types of a Q4_K_M file); every other matvec reads its input as it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub enum KquantInputs {
+    /// The input as it is (in f32).
+    #[default]
+    F32,
+    /// The input quantized to Q8_K blocks, as above.
+    Q8K,
+}
+
+impl KquantInputs {
+    pub const ALL: [KquantInputs; 2] = [KquantInputs::F32, KquantInputs::Q8K];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KquantInputs::F32 => "f32",
+            KquantInputs::Q8K => "q8_k",
+        }
+    }
+}
+
 /// The engine's numerics: where it stores activations (every buffer a unit writes, and the conv
-/// windows), the KV cache, and the recurrent delta-rule state. Units compute in f32.
+/// windows), the KV cache, and the recurrent delta-rule state, and how a matvec over k-quant
+/// weights reads its input. Units compute in f32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub struct Numerics {
     pub activations: Storage,
     pub kv_cache: Storage,
     pub recurrent_state: Storage,
+    /// Absent from a program written before the field existed: [`KquantInputs::F32`].
+    #[serde(default)]
+    pub kquant_inputs: KquantInputs,
 }
 
 impl Numerics {
     /// Everything stored in f32.
-    pub const F32: Numerics =
-        Numerics { activations: Storage::F32, kv_cache: Storage::F32, recurrent_state: Storage::F32 };
+    pub const F32: Numerics = Numerics {
+        activations: Storage::F32,
+        kv_cache: Storage::F32,
+        recurrent_state: Storage::F32,
+        kquant_inputs: KquantInputs::F32,
+    };
 
     /// Activations and KV cache in bf16, the recurrent state in f32: how bf16 checkpoints run.
-    pub const BF16: Numerics =
-        Numerics { activations: Storage::Bf16, kv_cache: Storage::Bf16, recurrent_state: Storage::F32 };
+    pub const BF16: Numerics = Numerics { activations: Storage::Bf16, kv_cache: Storage::Bf16, ..Numerics::F32 };
 
-    /// Parses `act[/kv[/state]]`, e.g. `f32`, `bf16`, `bf16/bf16/f32`; a missing kv type is the
-    /// activations' and a missing state type is f32.
+    /// These numerics with k-quant matvecs reading their inputs as `inputs` says.
+    pub fn with_kquant_inputs(self, inputs: KquantInputs) -> Numerics {
+        Numerics { kquant_inputs: inputs, ..self }
+    }
+
+    /// Parses `act[/kv[/state[/kquant-inputs]]]`, e.g. `f32`, `bf16`, `bf16/bf16/f32`,
+    /// `f32/f32/f32/q8_k`; a missing kv type is the activations', a missing state type is f32 and
+    /// missing k-quant inputs are f32.
     pub fn parse(text: &str) -> Option<Numerics> {
         let parts: Vec<&str> = text.split('/').collect();
         let act = Storage::parse(parts.first()?)?;
         let kv = parts.get(1).map_or(Some(act), |s| Storage::parse(s))?;
         let state = parts.get(2).map_or(Some(Storage::F32), |s| Storage::parse(s))?;
-        (parts.len() <= 3).then_some(Numerics { activations: act, kv_cache: kv, recurrent_state: state })
+        let inputs = match parts.get(3) {
+            None => KquantInputs::F32,
+            Some(s) => *KquantInputs::ALL.iter().find(|i| i.name() == *s)?,
+        };
+        (parts.len() <= 4).then_some(Numerics {
+            activations: act,
+            kv_cache: kv,
+            recurrent_state: state,
+            kquant_inputs: inputs,
+        })
     }
 }
 
@@ -97,7 +149,11 @@ impl Default for Numerics {
 
 impl fmt::Display for Numerics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}/{}", self.activations.name(), self.kv_cache.name(), self.recurrent_state.name())
+        write!(f, "{}/{}/{}", self.activations.name(), self.kv_cache.name(), self.recurrent_state.name())?;
+        match self.kquant_inputs {
+            KquantInputs::F32 => Ok(()),
+            inputs => write!(f, "/{}", inputs.name()),
+        }
     }
 }
 

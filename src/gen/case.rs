@@ -102,6 +102,7 @@ impl Case {
                     activations: *d.pick(&[Storage::F32, Storage::Bf16, Storage::F16]),
                     kv_cache: *d.pick(&[Storage::F32, Storage::Bf16]),
                     recurrent_state: *d.pick(&[Storage::Bf16, Storage::F16]),
+                    ..Numerics::F32
                 };
             }
             _ => {
@@ -161,9 +162,9 @@ fn numerics(d: &mut Draw) -> Numerics {
         6 => Numerics {
             activations: Storage::F16,
             kv_cache: *d.pick(&[Storage::F16, Storage::F32, Storage::Bf16]),
-            recurrent_state: Storage::F32,
+            ..Numerics::F32
         },
-        _ => Numerics { activations: Storage::F32, kv_cache: Storage::Bf16, recurrent_state: Storage::F32 },
+        _ => Numerics { kv_cache: Storage::Bf16, ..Numerics::F32 },
     }
 }
 

@@ -2,7 +2,7 @@
 //! `engine::program` and docs/PROGRAM.md), written here and nowhere else; nothing of the engine
 //! interpreter or of the lowering is used.
 
-use super::rounding::{Misplaced, Place, Roundings, storage_name};
+use super::rounding::{Misplaced, Place, Roundings, kquant_input_name, storage_name};
 use super::term::{Dag, Id, Real, Sym};
 use crate::engine::numerics::Storage;
 use crate::engine::program::{Buf, Command, Program, StateLayout, StateRef};
@@ -50,8 +50,21 @@ pub fn program_terms(dag: &mut Dag, program: &Program, states_in: &[Id]) -> Resu
         let decl = &program.buffers[buf];
         place(&decl.name, Place::Buffer, decl.storage);
     }
+    if let Some(name) = kquant_input_name(program.numerics.kquant_inputs) {
+        let matvecs = program.blocks.iter().flat_map(|b| &b.commands).map(matvecs).sum();
+        roundings.insert((Place::KquantInput, name), matvecs);
+    }
     let logits = b.get(program.logits)?;
     Ok(ProgramTerms { logits, states: b.states, misplaced, roundings })
+}
+
+/// The matvecs `command` runs, each over a matrix of the checkpoint.
+fn matvecs(command: &Command) -> usize {
+    match command {
+        Command::MatVec { .. } | Command::MergedRows { .. } | Command::MergedHeadHalves { .. } => 1,
+        Command::SwiGlu { .. } => 3,
+        _ => 0,
+    }
 }
 
 struct Builder<'a> {

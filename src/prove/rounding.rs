@@ -6,8 +6,14 @@
 //! `activations`, a conv window's columns to `activations`, a KV cache's entries to `kv_cache`, a
 //! delta state to `recurrent_state`. Values a unit computes between its inputs and outputs stay f32
 //! and are not places. At f32 numerics every place is f32: there are no roundings.
+//!
+//! The input of a matvec is rounded too where the numerics say k-quant matvecs read it quantized
+//! to Q8_K ([`KquantInputs::Q8K`]): [`Place::KquantInput`], one per matvec the program runs. The
+//! program places nothing there (the engine's matvec unit applies the rule to every Q4_K or Q6_K
+//! matrix it reads, a type the checkpoint decides), so there is nothing to misplace: the proof
+//! counts those inputs, and the check's shadow applies the rule at each of them.
 
-use crate::engine::numerics::{Numerics, Storage};
+use crate::engine::numerics::{KquantInputs, Numerics, Storage};
 use crate::engine::program::StateLayout;
 
 /// A place the engine stores a value in.
@@ -18,6 +24,8 @@ pub enum Place {
     KvCache,
     DeltaState,
     Position,
+    /// The input vector of a matvec, read quantized to Q8_K where the matrix is a k-quant.
+    KquantInput,
 }
 
 impl Place {
@@ -37,7 +45,7 @@ impl Place {
             Place::Buffer | Place::ConvWindow => Some(numerics.activations),
             Place::KvCache => Some(numerics.kv_cache),
             Place::DeltaState => Some(numerics.recurrent_state),
-            Place::Position => None,
+            Place::Position | Place::KquantInput => None,
         }
     }
 }
@@ -60,6 +68,7 @@ impl Place {
             Place::KvCache => "kv cache",
             Place::DeltaState => "delta state",
             Place::Position => "position",
+            Place::KquantInput => "k-quant matvec input",
         }
     }
 }
@@ -75,5 +84,14 @@ pub fn storage_name(s: Storage) -> &'static str {
         Storage::F32 => "f32",
         Storage::Bf16 => "bf16",
         Storage::F16 => "f16",
+    }
+}
+
+/// The name of the rounding k-quant matvec inputs get under `inputs`, for [`Roundings`] keys
+/// (`None`: the input as it is).
+pub fn kquant_input_name(inputs: KquantInputs) -> Option<&'static str> {
+    match inputs {
+        KquantInputs::F32 => None,
+        KquantInputs::Q8K => Some("q8_k"),
     }
 }

@@ -12,6 +12,7 @@ use super::kernels::Matrix;
 use super::real::{Keep, Real, Rounding};
 use super::state::{ConvWindow, DeltaState, KvCache, Slot, Store};
 use super::units::AttentionShape;
+use crate::engine::numerics::KquantInputs;
 use crate::engine::program::{Buf, Command, Program, StateLayout, StateRef};
 use crate::model::checkpoint::{Checkpoint, Tensor};
 
@@ -165,6 +166,10 @@ struct Check<'p, 'c> {
     written: Vec<bool>,
     used: Vec<bool>,
     site: String,
+    /// How a k-quant matrix reads its input in this run: the numerics' rule where stored values
+    /// are rounded ([`Rounding::Stored`], [`Rounding::ModelStored`]), as it is otherwise (the
+    /// structure's exact run and the model of f32 arithmetic keep every value as computed).
+    inputs: KquantInputs,
 }
 
 impl<'p, 'c> Check<'p, 'c> {
@@ -251,7 +256,9 @@ impl<'p, 'c> Check<'p, 'c> {
 
     /// The `[rows, cols]` tensor `t` (named `name`) as a matrix read in place.
     fn as_matrix(&self, t: &'c Tensor, name: &str, rows: usize, cols: usize) -> Result<Matrix<'c>, RunError> {
-        Matrix::new(t.ty(), t.bytes(), rows, cols).map_err(|e| self.data_error(t, name, e.to_string()))
+        Matrix::new(t.ty(), t.bytes(), rows, cols)
+            .map(|m| m.with_inputs(self.inputs))
+            .map_err(|e| self.data_error(t, name, e.to_string()))
     }
 
     /// The matrix `name` of `cols` columns: its rows, and the matrix in place.
@@ -342,6 +349,10 @@ impl<'c, R: Real> Plan<'c, R> {
             written: vec![false; program.buffers.len()],
             used: vec![false; program.states.len()],
             site: String::new(),
+            inputs: match rounding {
+                Rounding::Stored | Rounding::ModelStored => program.numerics.kquant_inputs,
+                Rounding::Exact | Rounding::Model => KquantInputs::F32,
+            },
         };
         let mut units = vec![];
         let mut attends = false;

@@ -26,16 +26,16 @@ use super::simd::f16_at as f16c_at;
 use super::simd::{Acc, both_paths, by_batch, entry_points, finish, fma, pointers, zero};
 
 /// Values per super-block.
-const QK: usize = 256;
+pub(super) const QK: usize = 256;
 
 /// The little-endian f16 at `b[at..at + 2]`, widened exactly.
-fn f16_at(b: &[u8], at: usize) -> f32 {
+pub(super) fn f16_at(b: &[u8], at: usize) -> f32 {
     half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32()
 }
 
 /// Sub-block `s`'s 6-bit scale and minimum from the 12 packed bytes `b`.
 #[inline(always)]
-fn scale_min(b: &[u8], s: usize) -> (u8, u8) {
+pub(super) fn scale_min(b: &[u8], s: usize) -> (u8, u8) {
     if s < 4 {
         (b[s] & 63, b[s + 4] & 63)
     } else {
@@ -57,11 +57,11 @@ fn factors(block: &[u8], d: f32, dmin: f32) -> [(f32, f32); 8] {
 }
 
 /// Q4_K's bytes per block.
-const Q4_K_BYTES: usize = 144;
+pub(super) const Q4_K_BYTES: usize = 144;
 /// Q5_K's bytes per block.
 const Q5_K_BYTES: usize = 176;
 /// Q6_K's bytes per block.
-const Q6_K_BYTES: usize = 210;
+pub(super) const Q6_K_BYTES: usize = 210;
 
 /// The scalar path of Q4_K (`fifth = false`) and Q5_K (`fifth = true`), whose blocks differ only by
 /// Q5_K's `qh`: each vector's products with the row, summed in order.

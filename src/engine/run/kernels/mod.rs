@@ -15,7 +15,9 @@
 //!   its sum: see `q8_0.rs`), so every path is within `2·γ_n·Σ|w·x|` (plus `2⁻¹⁵⁰` per rounded
 //!   product, for underflow) of every other (`γ_n = n·u / (1 − n·u)`, `u = 2⁻²⁴`, `n` the row
 //!   length): each is within `γ_n·Σ|w·x|` of the exact sum, whatever its order. Activations stay f32
-//!   (nothing is quantized to integers).
+//!   (nothing is quantized to integers), except where a matrix is to read its input quantized to
+//!   Q8_K ([`Matrix::with_inputs`]): then [`q8k`] computes the value its rule defines, on every
+//!   path the same operations, bit for bit.
 //! - **A vector's value does not depend on its batch.** On each path a vector's products are summed
 //!   in one order, however many vectors share the pass over a row and however the rows are grouped,
 //!   paired or split over threads: [`matmat`]'s output for a vector is [`matvec`]'s, bit for bit. So
@@ -34,12 +36,14 @@
 mod float;
 mod kquants;
 mod q8_0;
+pub mod q8k;
 #[cfg(target_arch = "x86_64")]
 mod simd;
 pub mod threads;
 
 use std::sync::OnceLock;
 
+use crate::engine::numerics::KquantInputs;
 use crate::formats::gguf::GgmlType;
 
 /// Why a matrix cannot be read as the type and shape it claims.
@@ -61,6 +65,8 @@ pub struct Matrix<'w> {
     rows: usize,
     cols: usize,
     row_bytes: usize,
+    /// Whether a matvec reads its input quantized to Q8_K ([`Matrix::with_inputs`]).
+    q8k: bool,
 }
 
 impl<'w> Matrix<'w> {
@@ -80,7 +86,19 @@ impl<'w> Matrix<'w> {
             let expected = expected.unwrap_or(usize::MAX);
             return Err(KernelError::Length { ty, rows, cols, expected, found: bytes.len() });
         }
-        Ok(Matrix { ty, bytes, rows, cols, row_bytes })
+        Ok(Matrix { ty, bytes, rows, cols, row_bytes, q8k: false })
+    }
+
+    /// This matrix read as `inputs` says a k-quant matrix reads its input: quantized to Q8_K
+    /// ([`KquantInputs::Q8K`]) when it is stored as Q4_K or Q6_K ([`q8k::applies`]), as it is
+    /// otherwise.
+    pub fn with_inputs(self, inputs: KquantInputs) -> Matrix<'w> {
+        Matrix { q8k: inputs == KquantInputs::Q8K && q8k::applies(self.ty), ..self }
+    }
+
+    /// Whether a matvec over this matrix reads its input quantized to Q8_K.
+    pub fn quantizes_inputs(&self) -> bool {
+        self.q8k
     }
 
     /// The stored type.
@@ -287,6 +305,13 @@ pub fn matmat_with(
     let isa = isa.available();
     let xs: Vec<&[f32]> = if m.cols == 0 { vec![&[]; batch] } else { xs.chunks_exact(m.cols).collect() };
     let mut outs: Vec<&mut [f32]> = outs.chunks_exact_mut(m.rows).collect();
+    #[cfg(test)]
+    let m = &Matrix { q8k: m.q8k && !crate::planted::is(crate::planted::Bug::EngineQ8kIgnored), ..*m };
+    if m.q8k {
+        let quantized: Vec<q8k::Q8k> = xs.iter().map(|x| q8k::Q8k::quantize(x)).collect();
+        let part = |part: &Matrix, _: &[&[f32]], outs: &mut [&mut [f32]]| q8k::rows(isa, part, &quantized, outs);
+        return threads::over_rows_with(split, m, &xs, &mut outs, threads, &part);
+    }
     threads::over_rows_with(split, m, &xs, &mut outs, threads, &|part, xs, outs| rows(isa, part, xs, outs));
 }
 

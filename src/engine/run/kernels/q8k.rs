@@ -1,0 +1,275 @@
+//! K-quant rows against inputs quantized to Q8_K: the engine's integer dot products, where the
+//! program's numerics say so ([`KquantInputs::Q8K`]), for matrices stored as Q4_K or Q6_K.
+//!
+//! A vector is quantized once per matvec ([`Q8k::quantize`], the rule `KquantInputs::Q8K` states:
+//! per block of 256, `q = round_half_even(x · (127 / a))`, `dₓ = a / 127`, `a = max |x|`, each
+//! in f32). Each row block is then dotted with the vector's block in integers, exactly, and the
+//! integer sums are scaled in f32:
+//!
+//! - Q4_K: `v = (d · dₓ) · f32(Σₛ scaleₛ · Σᵢ qᵢ · xqᵢ) − (dmin · dₓ) · f32(Σₛ minₛ · Σᵢ xqᵢ)`;
+//! - Q6_K: `v = (d · dₓ) · f32(Σₛ scaleₛ · Σᵢ (qᵢ − 32) · xqᵢ)`;
+//!
+//! each product and the difference rounded to f32 once, in that order (no fused multiply-add), and
+//! a row's value is its blocks' `v` added in order from `−0`. In real arithmetic `v` is
+//! `Σᵢ wᵢ · dₓ · xqᵢ`, `wᵢ` the weight's exact value. Every path computes these very operations
+//! (the integer sums are exact whatever their order), so the scalar and AVX2 paths agree bit for
+//! bit and a vector's value does not depend on its batch. The integer sums cannot overflow an i32:
+//! Q4_K's are at most `8 · 63 · 32 · 15 · 127` (3.1·10⁷), Q6_K's `16 · 128 · 16 · 63 · 127` (2.7·10⁸).
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+use super::kquants::{Q4_K_BYTES, Q6_K_BYTES, QK, f16_at, scale_min};
+use super::{Isa, Matrix};
+use crate::formats::gguf::GgmlType;
+
+/// Whether a matrix of `ty` reads its input quantized to Q8_K under [`KquantInputs::Q8K`].
+///
+/// [`KquantInputs::Q8K`]: crate::engine::numerics::KquantInputs::Q8K
+pub fn applies(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+}
+
+/// A vector quantized to Q8_K blocks: each block's `dₓ`, its 256 integers, and their sums by 16.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Q8k {
+    pub d: Vec<f32>,
+    pub q: Vec<i8>,
+    pub sums: Vec<i32>,
+}
+
+impl Q8k {
+    /// `x` (whole blocks of 256 values) quantized by the rule of the module documentation; a block
+    /// with a value that is not finite has `dₓ` NaN (and its integers 0), so that every row dotted
+    /// with it is NaN.
+    pub fn quantize(x: &[f32]) -> Q8k {
+        let blocks = x.len() / QK;
+        let mut v = Q8k { d: Vec::with_capacity(blocks), q: vec![0; blocks * QK], sums: vec![0; blocks * QK / 16] };
+        for (k, block) in x.chunks_exact(QK).enumerate() {
+            let a = block.iter().fold(0f32, |a, x| a.max(x.abs()));
+            let q = &mut v.q[k * QK..(k + 1) * QK];
+            if !block.iter().all(|x| x.is_finite()) {
+                v.d.push(f32::NAN);
+                continue;
+            }
+            if a == 0.0 {
+                v.d.push(0.0);
+                continue;
+            }
+            // |x · (127 / a)| ≤ 127 · (1 + 2⁻²⁴)², which rounds to at most 127.
+            let scale = 127.0 / a;
+            for (q, x) in q.iter_mut().zip(block) {
+                *q = (x * scale).round_ties_even() as i8;
+                #[cfg(test)]
+                if crate::planted::is(crate::planted::Bug::EngineQ8kTowardZero) {
+                    *q = (x * scale).trunc() as i8;
+                }
+            }
+            v.d.push(a / 127.0);
+            for (sum, q) in v.sums[k * QK / 16..].iter_mut().zip(q.chunks_exact(16)) {
+                *sum = q.iter().map(|&q| i32::from(q)).sum();
+            }
+        }
+        v
+    }
+}
+
+/// `outs[b][r] = m.row(r) · xs[b]` for every row of `m` (a part of a Q4_K or Q6_K matrix), on
+/// `isa`.
+pub(super) fn rows(isa: Isa, m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
+    match (m.ty() == GgmlType::Q4_K, isa) {
+        (true, Isa::Scalar) => each_block(m, Q4_K_BYTES, xs, outs, |b, d, q, s| q4_k_block(b, d, q, s, q4_k_sum)),
+        (false, Isa::Scalar) => each_block(m, Q6_K_BYTES, xs, outs, |b, d, q, s| q6_k_block(b, d, q, s, q6_k_sum)),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `matmat_with` keeps a SIMD path only where `detected()` found AVX2 on this
+        // machine (`Isa::available`).
+        (true, Isa::Avx2 | Isa::Avx512) => unsafe { q4_k_rows_avx2(m, xs, outs) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        (false, Isa::Avx2 | Isa::Avx512) => unsafe { q6_k_rows_avx2(m, xs, outs) },
+        #[cfg(not(target_arch = "x86_64"))]
+        _ => rows(Isa::Scalar, m, xs, outs),
+    }
+}
+
+/// [`rows`] of Q4_K on AVX2.
+///
+/// # Safety
+/// AVX2 is available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn q4_k_rows_avx2(m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
+    // SAFETY: this function's AVX2; `each_block` passes whole blocks of 144 bytes and 256 integers.
+    each_block(m, Q4_K_BYTES, xs, outs, |b, d, q, s| {
+        q4_k_block(b, d, q, s, |b, q, sc| unsafe { q4_k_sum_avx2(b, q, sc) })
+    })
+}
+
+/// [`rows`] of Q6_K on AVX2.
+///
+/// # Safety
+/// AVX2 is available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn q6_k_rows_avx2(m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
+    // SAFETY: this function's AVX2; `each_block` passes whole blocks of 210 bytes, 256 integers
+    // and their 16 sums.
+    each_block(m, Q6_K_BYTES, xs, outs, |b, d, q, s| {
+        q6_k_block(b, d, q, s, |b, q, s| unsafe { q6_k_sum_avx2(b, q, s) })
+    })
+}
+
+/// Each row's value against each vector: `block(bytes, dₓ, integers, sums)` of every block, added
+/// in order from `−0`.
+#[inline(always)]
+fn each_block(
+    m: &Matrix,
+    bytes: usize,
+    xs: &[Q8k],
+    outs: &mut [&mut [f32]],
+    block: impl Fn(&[u8], f32, &[i8], &[i32]) -> f32,
+) {
+    for r in 0..m.rows() {
+        let row = m.row(r);
+        for (x, o) in xs.iter().zip(outs.iter_mut()) {
+            let mut acc = -0.0f32;
+            for (k, b) in row.chunks_exact(bytes).enumerate() {
+                acc += block(b, x.d[k], &x.q[k * QK..(k + 1) * QK], &x.sums[k * 16..(k + 1) * 16]);
+            }
+            o[r] = acc;
+        }
+    }
+}
+
+/// One Q4_K block's `v` against a Q8_K block (`d`, its 256 integers `q`, their 16 sums), its
+/// integer sum by `sum`.
+#[inline(always)]
+fn q4_k_block(block: &[u8], d: f32, q: &[i8], sums: &[i32], sum: impl Fn(&[u8], &[i8], &[i16; 8]) -> i32) -> f32 {
+    let mut scales = [0i16; 8];
+    let mut summ = 0i32;
+    for (s, scale) in scales.iter_mut().enumerate() {
+        let (sc, m) = scale_min(&block[4..16], s);
+        *scale = i16::from(sc);
+        summ += i32::from(m) * (sums[2 * s] + sums[2 * s + 1]);
+    }
+    let sumi = sum(block, q, &scales);
+    (f16_at(block, 0) * d) * sumi as f32 - (f16_at(block, 2) * d) * summ as f32
+}
+
+/// `Σₛ scaleₛ · Σᵢ qᵢ · xqᵢ` of a Q4_K block, one product at a time.
+fn q4_k_sum(block: &[u8], q: &[i8], scales: &[i16; 8]) -> i32 {
+    let qs = &block[16..144];
+    (0..8)
+        .map(|s| {
+            let (c, shift) = (s / 2, 4 * (s % 2));
+            let dot: i32 = (0..32).map(|i| i32::from((qs[32 * c + i] >> shift) & 15) * i32::from(q[32 * s + i])).sum();
+            i32::from(scales[s]) * dot
+        })
+        .sum()
+}
+
+/// [`q4_k_sum`] in AVX2: per chunk of 64 values, the 32 quant bytes' low and high nibbles
+/// multiplied by the 64 integers in pairs (`maddubs`: at most `2 · 15 · 127`, no saturation), then
+/// by their sub-block's scale (`madd`), summed in i32 lanes.
+///
+/// # Safety
+/// AVX2 is available, `block` holds 144 bytes and `q` 256 values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn q4_k_sum_avx2(block: &[u8], q: &[i8], scales: &[i16; 8]) -> i32 {
+    let nibble = _mm256_set1_epi8(15);
+    let mut acc = _mm256_setzero_si256();
+    for c in 0..4 {
+        // SAFETY: bytes `16 + 32c .. + 32` are within the block's 144 and integers `64c .. + 64`
+        // within `q`'s 256 (c < 4), as the caller states.
+        let (bytes, lo_q, hi_q) = unsafe {
+            (
+                _mm256_loadu_si256(block.as_ptr().add(16 + 32 * c).cast()),
+                _mm256_loadu_si256(q.as_ptr().add(64 * c).cast()),
+                _mm256_loadu_si256(q.as_ptr().add(64 * c + 32).cast()),
+            )
+        };
+        let lo = _mm256_and_si256(bytes, nibble);
+        let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibble);
+        let lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, lo_q), _mm256_set1_epi16(scales[2 * c]));
+        let hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, hi_q), _mm256_set1_epi16(scales[2 * c + 1]));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(lo, hi));
+    }
+    sum_i32(acc)
+}
+
+/// One Q6_K block's `v` against a Q8_K block, its integer sum by `sum`.
+#[inline(always)]
+fn q6_k_block(block: &[u8], d: f32, q: &[i8], sums: &[i32], sum: impl Fn(&[u8], &[i8], &[i32]) -> i32) -> f32 {
+    (f16_at(block, 208) * d) * sum(block, q, sums) as f32
+}
+
+/// `Σₛ scaleₛ · Σᵢ (qᵢ − 32) · xqᵢ` of a Q6_K block, one product at a time.
+fn q6_k_sum(block: &[u8], q: &[i8], _sums: &[i32]) -> i32 {
+    let (ql, qh, scales) = (&block[..128], &block[128..192], &block[192..208]);
+    (0..16)
+        .map(|s| {
+            let dot: i32 = (16 * s..16 * s + 16)
+                .map(|v| {
+                    let (h, j, i) = (v / 128, v % 128 / 32, v % 32);
+                    let low = (ql[64 * h + 32 * (j % 2) + i] >> (4 * (j / 2))) & 15;
+                    let high = (qh[32 * h + i] >> (2 * j)) & 3;
+                    (i32::from(low | (high << 4)) - 32) * i32::from(q[v])
+                })
+                .sum();
+            i32::from(scales[s] as i8) * dot
+        })
+        .sum()
+}
+
+/// [`q6_k_sum`] in AVX2: per quarter of a half, the 32 unsigned 6-bit quants made in one register
+/// (as the f32 path makes them) and multiplied by the 32 integers in pairs (`maddubs`: at most
+/// `2 · 63 · 127`), then by the two sub-blocks' scales (`madd`); the `− 32` of every quant is taken
+/// off at the end as `32 · Σₛ scaleₛ · sumₛ`, exactly.
+///
+/// # Safety
+/// AVX2 is available, `block` holds 210 bytes, `q` 256 values and `sums` 16.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn q6_k_sum_avx2(block: &[u8], q: &[i8], sums: &[i32]) -> i32 {
+    let scales: [i16; 16] = std::array::from_fn(|s| i16::from(block[192 + s] as i8));
+    let (nibble, two) = (_mm256_set1_epi8(15), _mm256_set1_epi8(3));
+    let mut acc = _mm256_setzero_si256();
+    for h in 0..2 {
+        // SAFETY: `ql` bytes `64h .. 64h + 64` (below 128) and `qh` bytes `128 + 32h .. + 32`
+        // (below 192) are within the block's 210 (h < 2), as the caller states.
+        let (ql_a, ql_b, qh) = unsafe {
+            let at = |o: usize| _mm256_loadu_si256(block.as_ptr().add(o).cast());
+            (at(64 * h), at(64 * h + 32), at(128 + 32 * h))
+        };
+        let quarters = [
+            (_mm256_and_si256(ql_a, nibble), _mm256_and_si256(qh, two)),
+            (_mm256_and_si256(ql_b, nibble), _mm256_and_si256(_mm256_srli_epi16::<2>(qh), two)),
+            (_mm256_and_si256(_mm256_srli_epi16::<4>(ql_a), nibble), _mm256_and_si256(_mm256_srli_epi16::<4>(qh), two)),
+            (_mm256_and_si256(_mm256_srli_epi16::<4>(ql_b), nibble), _mm256_and_si256(_mm256_srli_epi16::<6>(qh), two)),
+        ];
+        for (j, (low, high)) in quarters.into_iter().enumerate() {
+            let quants = _mm256_or_si256(low, _mm256_slli_epi16::<4>(high));
+            let at = 128 * h + 32 * j;
+            // SAFETY: integers `at .. at + 32` are within `q`'s 256 (h < 2, j < 4).
+            let xq = unsafe { _mm256_loadu_si256(q.as_ptr().add(at).cast()) };
+            let s = at / 16;
+            let scale = _mm256_setr_m128i(_mm_set1_epi16(scales[s]), _mm_set1_epi16(scales[s + 1]));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(quants, xq), scale));
+        }
+    }
+    let offset: i32 = (0..16).map(|s| i32::from(scales[s]) * sums[s]).sum();
+    sum_i32(acc) - 32 * offset
+}
+
+/// The sum of a register's 8 i32 lanes (exact: the callers' sums cannot overflow).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn sum_i32(v: __m256i) -> i32 {
+    let half = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let quarter = _mm_add_epi32(half, _mm_unpackhi_epi64(half, half));
+    _mm_cvtsi128_si32(quarter) + _mm_extract_epi32::<1>(quarter)
+}
