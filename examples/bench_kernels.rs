@@ -15,6 +15,7 @@
 
 use std::hint::black_box;
 
+use stepcheck::engine::KquantInputs;
 use stepcheck::engine::run::bench::{median_secs, par_sum_bytes};
 use stepcheck::engine::run::kernels::{Isa, Matrix, detected, matmat_with, threads::Strategy};
 use stepcheck::formats::gguf::GgmlType;
@@ -139,11 +140,17 @@ fn main() {
     println!("|---|---|---|---|");
     for &ty in &types {
         let bytes = random(ty, 3584, 1024, 99);
-        let m = Matrix::new(ty, &bytes, 3584, 1024).expect("shape");
-        let t1 = pass(std::slice::from_ref(&m), 1, Strategy::Pool, 1, isa);
-        let t8 = pass(std::slice::from_ref(&m), 8, Strategy::Pool, 1, isa);
-        let values = (3584 * 1024) as f64;
-        println!("| {ty} | {:.3} ms | {:.2} | {:.2} |", t1 * 1e3, values / t1 / 1e9, 8.0 * values / t8 / 1e9);
+        for inputs in KquantInputs::ALL {
+            let m = Matrix::new(ty, &bytes, 3584, 1024).expect("shape").with_inputs(inputs);
+            if inputs != KquantInputs::F32 && !m.quantizes_inputs() {
+                continue;
+            }
+            let t1 = pass(std::slice::from_ref(&m), 1, Strategy::Pool, 1, isa);
+            let t8 = pass(std::slice::from_ref(&m), 8, Strategy::Pool, 1, isa);
+            let values = (3584 * 1024) as f64;
+            let name = if m.quantizes_inputs() { format!("{ty}, Q8_K inputs") } else { ty.to_string() };
+            println!("| {name} | {:.3} ms | {:.2} | {:.2} |", t1 * 1e3, values / t1 / 1e9, 8.0 * values / t8 / 1e9);
+        }
     }
     if std::env::var_os("CACHED_ONLY").is_some() {
         return;

@@ -255,7 +255,7 @@ proptest! {
             }
         }
         for (s, sum) in x.sums.iter().enumerate() {
-            prop_assert_eq!(*sum, x.q[16 * s..16 * s + 16].iter().map(|&q| i32::from(q)).sum::<i32>());
+            prop_assert_eq!(*sum, x.q[16 * s..16 * s + 16].iter().map(|&q| i16::from(q)).sum::<i16>());
         }
     }
 

@@ -19,7 +19,9 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use super::kquants::{Q4_K_BYTES, Q6_K_BYTES, QK, f16_at, scale_min};
+use super::kquants::{Q4_K_BYTES, Q6_K_BYTES, QK, f16_at};
+#[cfg(target_arch = "x86_64")]
+use super::simd::f16_at as f16c_at;
 use super::{Isa, Matrix};
 use crate::formats::gguf::GgmlType;
 
@@ -35,7 +37,8 @@ pub fn applies(ty: GgmlType) -> bool {
 pub struct Q8k {
     pub d: Vec<f32>,
     pub q: Vec<i8>,
-    pub sums: Vec<i32>,
+    /// Each 16 integers' sum (at most `16 · 127` in size).
+    pub sums: Vec<i16>,
 }
 
 impl Q8k {
@@ -67,7 +70,7 @@ impl Q8k {
             }
             v.d.push(a / 127.0);
             for (sum, q) in v.sums[k * QK / 16..].iter_mut().zip(q.chunks_exact(16)) {
-                *sum = q.iter().map(|&q| i32::from(q)).sum();
+                *sum = q.iter().map(|&q| i16::from(q)).sum();
             }
         }
         v
@@ -78,11 +81,13 @@ impl Q8k {
 /// `isa`.
 pub(super) fn rows(isa: Isa, m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
     match (m.ty() == GgmlType::Q4_K, isa) {
-        (true, Isa::Scalar) => each_block(m, Q4_K_BYTES, xs, outs, |b, d, q, s| q4_k_block(b, d, q, s, q4_k_sum)),
+        (true, Isa::Scalar) => {
+            each_block(m, Q4_K_BYTES, xs, outs, |b, d, q, s| q4_k_block(b, d, q, s, f16_at, q4_k_sum))
+        }
         (false, Isa::Scalar) => each_block(m, Q6_K_BYTES, xs, outs, |b, d, q, s| q6_k_block(b, d, q, s, q6_k_sum)),
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `matmat_with` keeps a SIMD path only where `detected()` found AVX2 on this
-        // machine (`Isa::available`).
+        // SAFETY: `matmat_with` keeps a SIMD path only where `detected()` found AVX2, FMA and F16C
+        // on this machine (`Isa::available`).
         (true, Isa::Avx2 | Isa::Avx512) => unsafe { q4_k_rows_avx2(m, xs, outs) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
@@ -95,13 +100,15 @@ pub(super) fn rows(isa: Isa, m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
 /// [`rows`] of Q4_K on AVX2.
 ///
 /// # Safety
-/// AVX2 is available.
+/// AVX2 and F16C are available.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,f16c")]
 unsafe fn q4_k_rows_avx2(m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
-    // SAFETY: this function's AVX2; `each_block` passes whole blocks of 144 bytes and 256 integers.
+    // SAFETY (both blocks): this function's AVX2 and F16C; `each_block` passes whole blocks of
+    // 144 bytes and 256 integers.
+    let f16 = |b: &[u8], at: usize| unsafe { f16c_at(b, at) };
     each_block(m, Q4_K_BYTES, xs, outs, |b, d, q, s| {
-        q4_k_block(b, d, q, s, |b, q, sc| unsafe { q4_k_sum_avx2(b, q, sc) })
+        q4_k_block(b, d, q, s, f16, |b, q, sc| unsafe { q4_k_sum_avx2(b, q, sc) })
     })
 }
 
@@ -127,7 +134,7 @@ fn each_block(
     bytes: usize,
     xs: &[Q8k],
     outs: &mut [&mut [f32]],
-    block: impl Fn(&[u8], f32, &[i8], &[i32]) -> f32,
+    block: impl Fn(&[u8], f32, &[i8], &[i16]) -> f32,
 ) {
     for r in 0..m.rows() {
         let row = m.row(r);
@@ -142,18 +149,36 @@ fn each_block(
 }
 
 /// One Q4_K block's `v` against a Q8_K block (`d`, its 256 integers `q`, their 16 sums), its
-/// integer sum by `sum`.
+/// integer sum by `sum` and its f16 factors widened by `f16` (each exact).
 #[inline(always)]
-fn q4_k_block(block: &[u8], d: f32, q: &[i8], sums: &[i32], sum: impl Fn(&[u8], &[i8], &[i16; 8]) -> i32) -> f32 {
-    let mut scales = [0i16; 8];
-    let mut summ = 0i32;
-    for (s, scale) in scales.iter_mut().enumerate() {
-        let (sc, m) = scale_min(&block[4..16], s);
-        *scale = i16::from(sc);
-        summ += i32::from(m) * (sums[2 * s] + sums[2 * s + 1]);
-    }
-    let sumi = sum(block, q, &scales);
-    (f16_at(block, 0) * d) * sumi as f32 - (f16_at(block, 2) * d) * summ as f32
+fn q4_k_block(
+    block: &[u8],
+    d: f32,
+    q: &[i8],
+    sums: &[i16],
+    f16: impl Fn(&[u8], usize) -> f32,
+    sum: impl Fn(&[u8], &[i8], &[i16; 8]) -> i32,
+) -> f32 {
+    let (scales, mins) = scales_mins(block[4..16].try_into().expect("a Q4_K block has 12 bytes of scales"));
+    let summ: i32 = (0..8).map(|s| i32::from(mins[s]) * (i32::from(sums[2 * s]) + i32::from(sums[2 * s + 1]))).sum();
+    let sumi = sum(block, q, &scales.map(i16::from));
+    (f16(block, 0) * d) * sumi as f32 - (f16(block, 2) * d) * summ as f32
+}
+
+/// The 8 scales and 8 minimums of a Q4_K block's 12 packed bytes, four at a time in 32-bit words:
+/// the bytes `scale_min` reads one at a time (`kquants.rs`), the same bits.
+#[inline(always)]
+fn scales_mins(b: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    let word = |i: usize| u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
+    let (w0, w1, w2) = (word(0), word(1), word(2));
+    let (six, four, two) = (0x3f3f_3f3f, 0x0f0f_0f0f, 0x0303_0303);
+    let scales_hi = (w2 & four) | (((w0 >> 6) & two) << 4);
+    let mins_hi = ((w2 >> 4) & four) | (((w1 >> 6) & two) << 4);
+    let join = |lo: u32, hi: u32| {
+        let (lo, hi) = (lo.to_le_bytes(), hi.to_le_bytes());
+        [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]]
+    };
+    (join(w0 & six, scales_hi), join(w1 & six, mins_hi))
 }
 
 /// `Σₛ scaleₛ · Σᵢ qᵢ · xqᵢ` of a Q4_K block, one product at a time.
@@ -201,12 +226,12 @@ unsafe fn q4_k_sum_avx2(block: &[u8], q: &[i8], scales: &[i16; 8]) -> i32 {
 
 /// One Q6_K block's `v` against a Q8_K block, its integer sum by `sum`.
 #[inline(always)]
-fn q6_k_block(block: &[u8], d: f32, q: &[i8], sums: &[i32], sum: impl Fn(&[u8], &[i8], &[i32]) -> i32) -> f32 {
+fn q6_k_block(block: &[u8], d: f32, q: &[i8], sums: &[i16], sum: impl Fn(&[u8], &[i8], &[i16]) -> i32) -> f32 {
     (f16_at(block, 208) * d) * sum(block, q, sums) as f32
 }
 
 /// `Σₛ scaleₛ · Σᵢ (qᵢ − 32) · xqᵢ` of a Q6_K block, one product at a time.
-fn q6_k_sum(block: &[u8], q: &[i8], _sums: &[i32]) -> i32 {
+fn q6_k_sum(block: &[u8], q: &[i8], _sums: &[i16]) -> i32 {
     let (ql, qh, scales) = (&block[..128], &block[128..192], &block[192..208]);
     (0..16)
         .map(|s| {
@@ -225,18 +250,31 @@ fn q6_k_sum(block: &[u8], q: &[i8], _sums: &[i32]) -> i32 {
 
 /// [`q6_k_sum`] in AVX2: per quarter of a half, the 32 unsigned 6-bit quants made in one register
 /// (as the f32 path makes them) and multiplied by the 32 integers in pairs (`maddubs`: at most
-/// `2 · 63 · 127`), then by the two sub-blocks' scales (`madd`); the `− 32` of every quant is taken
-/// off at the end as `32 · Σₛ scaleₛ · sumₛ`, exactly.
+/// `2 · 63 · 127`), then by the two sub-blocks' scales (`madd`, the pair of scales picked from the
+/// 16 by a permute and a shuffle); the `− 32` of every quant is taken off first, as
+/// `32 · Σₛ scaleₛ · sumₛ` (`madd` of the scales with the sums), exactly.
 ///
 /// # Safety
 /// AVX2 is available, `block` holds 210 bytes, `q` 256 values and `sums` 16.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn q6_k_sum_avx2(block: &[u8], q: &[i8], sums: &[i32]) -> i32 {
-    let scales: [i16; 16] = std::array::from_fn(|s| i16::from(block[192 + s] as i8));
+unsafe fn q6_k_sum_avx2(block: &[u8], q: &[i8], sums: &[i16]) -> i32 {
+    // SAFETY: scale bytes `192 .. 208` are within the block's 210 and `sums` holds 16, as the
+    // caller states.
+    let (scales, sums) = unsafe {
+        (
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(block.as_ptr().add(192).cast())),
+            _mm256_loadu_si256(sums.as_ptr().cast()),
+        )
+    };
+    let mut acc = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<5>(_mm256_madd_epi16(scales, sums)));
+    // Of a dword holding scales `s` and `s + 1`, the first in every word of the low lane, the
+    // second in every word of the high lane.
+    let spread = _mm256_setr_epi8(
+        0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
+    );
     let (nibble, two) = (_mm256_set1_epi8(15), _mm256_set1_epi8(3));
-    let mut acc = _mm256_setzero_si256();
     for h in 0..2 {
         // SAFETY: `ql` bytes `64h .. 64h + 64` (below 128) and `qh` bytes `128 + 32h .. + 32`
         // (below 192) are within the block's 210 (h < 2), as the caller states.
@@ -255,13 +293,12 @@ unsafe fn q6_k_sum_avx2(block: &[u8], q: &[i8], sums: &[i32]) -> i32 {
             let at = 128 * h + 32 * j;
             // SAFETY: integers `at .. at + 32` are within `q`'s 256 (h < 2, j < 4).
             let xq = unsafe { _mm256_loadu_si256(q.as_ptr().add(at).cast()) };
-            let s = at / 16;
-            let scale = _mm256_setr_m128i(_mm_set1_epi16(scales[s]), _mm_set1_epi16(scales[s + 1]));
+            let pair = _mm256_permutevar8x32_epi32(scales, _mm256_set1_epi32((at / 32) as i32));
+            let scale = _mm256_shuffle_epi8(pair, spread);
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(quants, xq), scale));
         }
     }
-    let offset: i32 = (0..16).map(|s| i32::from(scales[s]) * sums[s]).sum();
-    sum_i32(acc) - 32 * offset
+    sum_i32(acc)
 }
 
 /// The sum of a register's 8 i32 lanes (exact: the callers' sums cannot overflow).
