@@ -12,7 +12,7 @@ use stepcheck::batch::schedule::Schedule;
 use stepcheck::batch::{BatchProgram, StateIndex};
 use stepcheck::check::Stage;
 use stepcheck::engine::run::{BatchRow, EngineRunner, RunnerState, StateValue};
-use stepcheck::engine::{EngineState, Numerics, Program, Storage, lower::lower_graph, shim::EngineShim};
+use stepcheck::engine::{EngineState, KquantInputs, Numerics, Program, Storage, lower::lower_graph, shim::EngineShim};
 use stepcheck::formats::gguf::GgmlType;
 use stepcheck::r#gen::draw::seeded_bytes;
 use stepcheck::ir::Graph;
@@ -148,9 +148,16 @@ fn every_sequence_computes_what_it_computes_alone_in_every_stored_type() -> Resu
     for (preset, ty) in STORED {
         let (graph, program, checkpoint) = preset_in(preset, ty)?;
         assert!(checkpoint.tensors.values().any(|t| t.ty() == ty), "{preset} holds {ty} matrices");
-        let pool = BatchProgram::new(program, 4, 4, 2, 16)?;
-        let v = check(&graph, &pool, &checkpoint, &schedule.parse::<Schedule>()?)?;
-        assert!(matches!(v, BatchVerdict::Agree { .. }), "{preset} in {ty}: {v}");
+        // The k-quants also with their inputs quantized to Q8_K, which their kernels then run.
+        let quantized = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+            .then(|| lower_graph(&graph, Numerics::F32.with_kquant_inputs(KquantInputs::Q8K)))
+            .transpose()?;
+        for program in std::iter::once(program).chain(quantized) {
+            let numerics = program.numerics;
+            let pool = BatchProgram::new(program, 4, 4, 2, 16)?;
+            let v = check(&graph, &pool, &checkpoint, &schedule.parse::<Schedule>()?)?;
+            assert!(matches!(v, BatchVerdict::Agree { .. }), "{preset} in {ty} at {numerics}: {v}");
+        }
     }
     Ok(())
 }

@@ -18,6 +18,7 @@ mod error;
 pub mod kernels;
 pub mod matvec;
 mod plan;
+pub mod q8k_rule;
 mod real;
 mod state;
 mod units;

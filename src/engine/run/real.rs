@@ -15,7 +15,7 @@ use std::iter::Sum;
 use std::ops::{Add, AddAssign, Div, Mul, MulAssign, Neg, Sub};
 
 use super::kernels::{self, Matrix};
-use crate::engine::numerics::Storage;
+use crate::engine::numerics::{KquantInputs, Storage};
 
 /// A floating-point type the engine's units compute in.
 pub trait Real:
@@ -306,12 +306,20 @@ impl Real for Shadowed {
     /// The engine's matvec (its kernels) on the engine's values, and the shadow's (each row's
     /// exact dequantized values, in f64) on the shadow's: the engine's half is the f32 engine's
     /// own arithmetic.
+    ///
+    /// Where the matrix reads its input quantized to Q8_K, the shadow quantizes its own values,
+    /// taking the engine's integer only at a flip (`q8k_rule::shadow_values`).
     #[inline(never)]
     fn matvec(m: &Matrix, x: &[Shadowed], out: &mut [Shadowed], threads: usize) {
         let (lo, hi): (Vec<f32>, Vec<f64>) = x.iter().map(|v| (v.lo, v.hi)).unzip();
         let (mut out_lo, mut out_hi) = (vec![0f32; out.len()], vec![0f64; out.len()]);
         f32::matvec(m, &lo, &mut out_lo, threads);
-        f64::matvec(m, &hi, &mut out_hi, threads);
+        if m.quantizes_inputs() {
+            let hi = super::q8k_rule::shadow_values(&lo, &hi);
+            f64::matvec(&m.with_inputs(KquantInputs::F32), &hi, &mut out_hi, threads);
+        } else {
+            f64::matvec(m, &hi, &mut out_hi, threads);
+        }
         for ((o, lo), hi) in out.iter_mut().zip(out_lo).zip(out_hi) {
             *o = Shadowed { lo, hi };
         }
