@@ -125,7 +125,7 @@ pub struct CheckArgs {
     /// over 1 GiB is written to a GGUF file in the temp dir and mapped.
     #[arg(long, default_value = "f32", value_parser = parse_weights)]
     pub weights: Weights,
-    /// Storage types `act[/kv[/state]]`.
+    /// Storage types `act[/kv[/state[/kquant-inputs]]]`, e.g. `bf16`, `f32/f32/f32/q8_k`.
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
     pub numerics: Numerics,
     /// The memory the check may use, in GiB (default: what the machine has: MemAvailable, the
@@ -186,7 +186,7 @@ pub struct GraphArgs {
 pub struct LowerArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Storage types `act[/kv[/state]]`, e.g. `f32`, `bf16`, `bf16/bf16/f32`.
+    /// Storage types `act[/kv[/state[/kquant-inputs]]]`, e.g. `f32`, `bf16`, `bf16/bf16/f32`, `f32/f32/f32/q8_k` (k-quant matvecs reading their inputs quantized to Q8_K).
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
     pub numerics: Numerics,
     /// Print the program as JSON.
@@ -198,7 +198,7 @@ pub struct LowerArgs {
 pub struct ProveArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// Storage types `act[/kv[/state]]`.
+    /// Storage types `act[/kv[/state[/kquant-inputs]]]`, e.g. `bf16`, `f32/f32/f32/q8_k`.
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
     pub numerics: Numerics,
     /// Give the model this many layers (attention every `--interval`-th), e.g. to time a deep spec.
@@ -227,7 +227,7 @@ pub struct RunArgs {
     /// The stored type of a preset's random matrices (see `check --weights`).
     #[arg(long, default_value = "f32", value_parser = parse_weights)]
     pub weights: Weights,
-    /// The engine's storage types `act[/kv[/state]]`.
+    /// The engine's storage types `act[/kv[/state[/kquant-inputs]]]`, e.g. `bf16`, `f32/f32/f32/q8_k`.
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
     pub numerics: Numerics,
     /// The memory the run may use, in GiB (default: what the machine has: MemAvailable, the
@@ -248,7 +248,7 @@ pub struct VerdictArgs {
     /// judged, `{"accepted":null,"error":"NotJudged","reasons":[],"message":…}`.
     #[arg(long)]
     pub json: bool,
-    /// The engine's storage types `act[/kv[/state]]`.
+    /// The engine's storage types `act[/kv[/state[/kquant-inputs]]]`, e.g. `bf16`, `f32/f32/f32/q8_k`.
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
     pub numerics: Numerics,
 }

@@ -129,7 +129,8 @@ impl CaseFile {
                         .ok_or_else(|| err(format!("{sym:?} is not a symbol of the fusion table")))?,
                 );
             } else if word == "numerics" {
-                numerics = Numerics::parse(arg).ok_or_else(|| err(format!("{arg:?} is not act[/kv[/state]]")))?;
+                numerics = Numerics::parse(arg)
+                    .ok_or_else(|| err(format!("{arg:?} is not act[/kv[/state[/kquant-inputs]]]")))?;
             } else if word == "seed" {
                 seed = arg.parse().map_err(|_| err(format!("{arg:?} is not a seed")))?;
             } else if word == "steps" {
