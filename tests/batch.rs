@@ -149,7 +149,7 @@ fn every_sequence_computes_what_it_computes_alone_in_every_stored_type() -> Resu
         let (graph, program, checkpoint) = preset_in(preset, ty)?;
         assert!(checkpoint.tensors.values().any(|t| t.ty() == ty), "{preset} holds {ty} matrices");
         // The k-quants also with their inputs quantized to Q8_K, which their kernels then run.
-        let quantized = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+        let quantized = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
             .then(|| lower_graph(&graph, Numerics::F32.with_kquant_inputs(KquantInputs::Q8K)))
             .transpose()?;
         for program in std::iter::once(program).chain(quantized) {

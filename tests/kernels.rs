@@ -10,7 +10,7 @@
 //! - `matmat` over a batch is `matvec` for each of its vectors, on the same bound (a batch keeps
 //!   fewer accumulators per vector than one vector does), and exactly on the scalar path;
 //! - threads split rows without changing a value;
-//! - under `KquantInputs::Q8K`, a Q4_K or Q6_K matvec quantizes its input by the rule (each value
+//! - under `KquantInputs::Q8K`, a Q4_K, Q5_K or Q6_K matvec quantizes its input by the rule (each value
 //!   within half a step `a / 127` of its integer's), and its value is the dot product of the
 //!   decoded weights with the quantized input, within the f32 roundings of its block sums; its SIMD
 //!   path is its scalar path bit for bit, and a batch its vectors one at a time.
@@ -188,11 +188,11 @@ proptest! {
     }
 }
 
-/// A random case of a matvec under `KquantInputs::Q8K`: Q4_K or Q6_K, a shape, a batch, seeds, and
+/// A random case of a matvec under `KquantInputs::Q8K`: Q4_K, Q5_K or Q6_K, a shape, a batch, seeds, and
 /// vectors whose blocks are of one of three scales (so that some steps `a / 127` are tiny), with
 /// some blocks all zero.
 fn q8k_case() -> impl Strategy<Value = (GgmlType, usize, usize, usize, Vec<u8>, Vec<f32>)> {
-    let ty = prop::sample::select(vec![GgmlType::Q4_K, GgmlType::Q6_K]);
+    let ty = prop::sample::select(vec![GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K]);
     (ty, 1usize..=4, 1usize..=4, 1usize..=10, prop::collection::vec(any::<u8>(), 1..64)).prop_flat_map(
         |(ty, rows, blocks, batch, seed)| {
             let block = prop_oneof![
@@ -220,11 +220,15 @@ fn q8k_spec(m: &Matrix, xs: &[f32], batch: usize) -> (Vec<f64>, Vec<f64>) {
         let value = |i: usize| f64::from(x.d[i / 256]) * f64::from(x.q[i]);
         for r in 0..m.rows() {
             let (row, w) = (m.row(r), decode(m.row(r)).unwrap());
-            let dmin = |i: usize| match m.ty() {
-                GgmlType::Q4_K => {
-                    f64::from(half::f16::from_le_bytes([row[144 * (i / 256) + 2], row[144 * (i / 256) + 3]]).to_f32())
-                }
-                _ => 0.0,
+            // The block's `dmin`: bytes 2..4 of a Q4_K (144-byte) or Q5_K (176-byte) block; Q6_K has none.
+            let dmin = |i: usize| {
+                let bytes = match m.ty() {
+                    GgmlType::Q4_K => 144,
+                    GgmlType::Q5_K => 176,
+                    _ => return 0.0,
+                };
+                let at = bytes * (i / 256) + 2;
+                f64::from(half::f16::from_le_bytes([row[at], row[at + 1]]).to_f32())
             };
             want[b * m.rows() + r] = (0..cols).map(|i| f64::from(w[i]) * value(i)).sum();
             let size: f64 = (0..cols).map(|i| (f64::from(w[i]).abs() + 63.0 * dmin(i).abs()) * value(i).abs()).sum();
@@ -290,7 +294,7 @@ proptest! {
 
 #[test]
 fn a_q8k_block_with_a_value_that_is_not_finite_makes_every_row_nan() {
-    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+    for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
         let bytes = weights(ty, 3, 512, &[7, 1, 9]);
         let m = Matrix::new(ty, &bytes, 3, 512).unwrap().with_inputs(KquantInputs::Q8K);
         for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
@@ -306,11 +310,11 @@ fn a_q8k_block_with_a_value_that_is_not_finite_makes_every_row_nan() {
 }
 
 #[test]
-fn only_q4_k_and_q6_k_matrices_quantize_their_inputs() {
+fn only_q4_k_q5_k_and_q6_k_matrices_quantize_their_inputs() {
     for ty in TYPES {
         let bytes = weights(ty, 1, 256, &[3]);
         let m = Matrix::new(ty, &bytes, 1, 256).unwrap();
-        let want = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
+        let want = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K);
         assert_eq!(m.with_inputs(KquantInputs::Q8K).quantizes_inputs(), want, "{ty}");
         assert!(!m.with_inputs(KquantInputs::F32).quantizes_inputs(), "{ty}");
     }

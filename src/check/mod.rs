@@ -424,13 +424,13 @@ mod tests {
 
     #[test]
     fn a_kquant_input_quantized_otherwise_than_the_numerics_say_is_a_disagreement() -> Result<()> {
-        // `small` stored as Q4_K and as Q6_K (its matrices rows of whole 256-value blocks), its
+        // `small` stored as Q4_K, Q5_K and Q6_K (its matrices rows of whole 256-value blocks), its
         // k-quant matvecs reading their inputs quantized to Q8_K: the engine's kernels against the
         // shadow, which applies the rule in f64 on its own.
         use crate::formats::gguf::GgmlType;
         use crate::model::random::{Weights, random_checkpoint_as};
         let numerics = Numerics::F32.with_kquant_inputs(crate::engine::KquantInputs::Q8K);
-        for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
             let spec = presets::preset("small").ok_or("no such preset")?;
             let graph = EngineShim::default().prepare(&decode_step(&spec)?);
             let program = lower_graph(&graph, numerics)?;

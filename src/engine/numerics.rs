@@ -66,8 +66,8 @@ impl Storage {
 /// cut into blocks of 256 values; a block `x` whose values are all finite, with `a = max |x|`, is
 /// held as `d · q`: `q = round_half_even(x · (127 / a))` (integers within ±127) and `d = a / 127`
 /// (all zeros when `a = 0`); a block with a value that is not finite is not a number (every `q`
-/// dotted with it is NaN). The matrices it applies to are those stored as Q4_K or Q6_K (the two
-/// types of a Q4_K_M file); every other matvec reads its input as it is.
+/// dotted with it is NaN). The matrices it applies to are those stored as Q4_K, Q5_K or Q6_K (the
+/// k-quants of Q4_K_M and Q5_K_M files); every other matvec reads its input as it is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 pub enum KquantInputs {

@@ -59,7 +59,7 @@ fn factors(block: &[u8], d: f32, dmin: f32) -> [(f32, f32); 8] {
 /// Q4_K's bytes per block.
 pub(super) const Q4_K_BYTES: usize = 144;
 /// Q5_K's bytes per block.
-const Q5_K_BYTES: usize = 176;
+pub(super) const Q5_K_BYTES: usize = 176;
 /// Q6_K's bytes per block.
 pub(super) const Q6_K_BYTES: usize = 210;
 

@@ -90,7 +90,7 @@ impl<'w> Matrix<'w> {
     }
 
     /// This matrix read as `inputs` says a k-quant matrix reads its input: quantized to Q8_K
-    /// ([`KquantInputs::Q8K`]) when it is stored as Q4_K or Q6_K ([`q8k::applies`]), as it is
+    /// ([`KquantInputs::Q8K`]) when it is stored as Q4_K, Q5_K or Q6_K ([`q8k::applies`]), as it is
     /// otherwise.
     pub fn with_inputs(self, inputs: KquantInputs) -> Matrix<'w> {
         Matrix { q8k: inputs == KquantInputs::Q8K && q8k::applies(self.ty), ..self }

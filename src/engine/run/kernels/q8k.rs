@@ -1,12 +1,12 @@
 //! K-quant rows against inputs quantized to Q8_K: the engine's integer dot products, where the
-//! program's numerics say so ([`KquantInputs::Q8K`]), for matrices stored as Q4_K or Q6_K.
+//! program's numerics say so ([`KquantInputs::Q8K`]), for matrices stored as Q4_K, Q5_K or Q6_K.
 //!
 //! A vector is quantized once per matvec ([`Q8k::quantize`], the rule `KquantInputs::Q8K` states:
 //! per block of 256, `q = round_half_even(x · (127 / a))`, `dₓ = a / 127`, `a = max |x|`, each
 //! in f32). Each row block is then dotted with the vector's block in integers, exactly, and the
 //! integer sums are scaled in f32:
 //!
-//! - Q4_K: `v = (d · dₓ) · f32(Σₛ scaleₛ · Σᵢ qᵢ · xqᵢ) − (dmin · dₓ) · f32(Σₛ minₛ · Σᵢ xqᵢ)`;
+//! - Q4_K and Q5_K: `v = (d · dₓ) · f32(Σₛ scaleₛ · Σᵢ qᵢ · xqᵢ) − (dmin · dₓ) · f32(Σₛ minₛ · Σᵢ xqᵢ)`;
 //! - Q6_K: `v = (d · dₓ) · f32(Σₛ scaleₛ · Σᵢ (qᵢ − 32) · xqᵢ)`;
 //!
 //! each product and the difference rounded to f32 once, in that order (no fused multiply-add), and
@@ -14,12 +14,13 @@
 //! `Σᵢ wᵢ · dₓ · xqᵢ`, `wᵢ` the weight's exact value. Every path computes these very operations
 //! (the integer sums are exact whatever their order), so the scalar and AVX2 paths agree bit for
 //! bit and a vector's value does not depend on its batch. The integer sums cannot overflow an i32:
-//! Q4_K's are at most `8 · 63 · 32 · 15 · 127` (3.1·10⁷), Q6_K's `16 · 128 · 16 · 63 · 127` (2.7·10⁸).
+//! Q4_K's are at most `8 · 63 · 32 · 15 · 127` (3.1·10⁷), Q5_K's `8 · 63 · 32 · 31 · 127`
+//! (6.3·10⁷), Q6_K's `16 · 128 · 16 · 63 · 127` (2.7·10⁸).
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use super::kquants::{Q4_K_BYTES, Q6_K_BYTES, QK, f16_at};
+use super::kquants::{Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, QK, f16_at};
 #[cfg(target_arch = "x86_64")]
 use super::simd::f16_at as f16c_at;
 use super::{Isa, Matrix};
@@ -29,7 +30,7 @@ use crate::formats::gguf::GgmlType;
 ///
 /// [`KquantInputs::Q8K`]: crate::engine::numerics::KquantInputs::Q8K
 pub fn applies(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+    matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
 }
 
 /// A vector quantized to Q8_K blocks: each block's `dₓ`, its 256 integers, and their sums by 16.
@@ -77,23 +78,28 @@ impl Q8k {
     }
 }
 
-/// `outs[b][r] = m.row(r) · xs[b]` for every row of `m` (a part of a Q4_K or Q6_K matrix), on
-/// `isa`.
+/// `outs[b][r] = m.row(r) · xs[b]` for every row of `m` (a part of a Q4_K, Q5_K or Q6_K matrix),
+/// on `isa`.
 pub(super) fn rows(isa: Isa, m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
-    match (m.ty() == GgmlType::Q4_K, isa) {
-        (true, Isa::Scalar) => {
+    let simd = matches!(isa, Isa::Avx2 | Isa::Avx512) && cfg!(target_arch = "x86_64");
+    match (m.ty(), simd) {
+        (GgmlType::Q4_K, false) => {
             each_block(m, Q4_K_BYTES, xs, outs, |b, d, q, s| q4_k_block(b, d, q, s, f16_at, q4_k_sum))
         }
-        (false, Isa::Scalar) => each_block(m, Q6_K_BYTES, xs, outs, |b, d, q, s| q6_k_block(b, d, q, s, q6_k_sum)),
+        (GgmlType::Q5_K, false) => {
+            each_block(m, Q5_K_BYTES, xs, outs, |b, d, q, s| q4_k_block(b, d, q, s, f16_at, q5_k_sum))
+        }
+        (_, false) => each_block(m, Q6_K_BYTES, xs, outs, |b, d, q, s| q6_k_block(b, d, q, s, q6_k_sum)),
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `matmat_with` keeps a SIMD path only where `detected()` found AVX2, FMA and F16C
-        // on this machine (`Isa::available`).
-        (true, Isa::Avx2 | Isa::Avx512) => unsafe { q4_k_rows_avx2(m, xs, outs) },
+        // SAFETY (all three): `matmat_with` keeps a SIMD path only where `detected()` found AVX2,
+        // FMA and F16C on this machine (`Isa::available`).
+        (GgmlType::Q4_K, true) => unsafe { q4_k_rows_avx2(m, xs, outs) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        (false, Isa::Avx2 | Isa::Avx512) => unsafe { q6_k_rows_avx2(m, xs, outs) },
+        (GgmlType::Q5_K, true) => unsafe { q5_k_rows_avx2(m, xs, outs) },
+        #[cfg(target_arch = "x86_64")]
+        (_, true) => unsafe { q6_k_rows_avx2(m, xs, outs) },
         #[cfg(not(target_arch = "x86_64"))]
-        _ => rows(Isa::Scalar, m, xs, outs),
+        (_, true) => unreachable!("no SIMD path off x86-64"),
     }
 }
 
@@ -109,6 +115,21 @@ unsafe fn q4_k_rows_avx2(m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
     let f16 = |b: &[u8], at: usize| unsafe { f16c_at(b, at) };
     each_block(m, Q4_K_BYTES, xs, outs, |b, d, q, s| {
         q4_k_block(b, d, q, s, f16, |b, q, sc| unsafe { q4_k_sum_avx2(b, q, sc) })
+    })
+}
+
+/// [`rows`] of Q5_K on AVX2.
+///
+/// # Safety
+/// AVX2 and F16C are available.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn q5_k_rows_avx2(m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
+    // SAFETY (both blocks): this function's AVX2 and F16C; `each_block` passes whole blocks of
+    // 176 bytes and 256 integers.
+    let f16 = |b: &[u8], at: usize| unsafe { f16c_at(b, at) };
+    each_block(m, Q5_K_BYTES, xs, outs, |b, d, q, s| {
+        q4_k_block(b, d, q, s, f16, |b, q, sc| unsafe { q5_k_sum_avx2(b, q, sc) })
     })
 }
 
@@ -217,6 +238,61 @@ unsafe fn q4_k_sum_avx2(block: &[u8], q: &[i8], scales: &[i16; 8]) -> i32 {
         };
         let lo = _mm256_and_si256(bytes, nibble);
         let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibble);
+        let lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, lo_q), _mm256_set1_epi16(scales[2 * c]));
+        let hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, hi_q), _mm256_set1_epi16(scales[2 * c + 1]));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(lo, hi));
+    }
+    sum_i32(acc)
+}
+
+/// `Σₛ scaleₛ · Σᵢ qᵢ · xqᵢ` of a Q5_K block (Q4_K's, each quant with its fifth bit from `qh`: bit
+/// `s` of `qh[i]` for value `i` of sub-block `s`), one product at a time.
+fn q5_k_sum(block: &[u8], q: &[i8], scales: &[i16; 8]) -> i32 {
+    let (qh, qs) = (&block[16..48], &block[48..176]);
+    (0..8)
+        .map(|s| {
+            let (c, shift) = (s / 2, 4 * (s % 2));
+            let dot: i32 = (0..32)
+                .map(|i| {
+                    let quant = ((qs[32 * c + i] >> shift) & 15) | (((qh[i] >> s) & 1) << 4);
+                    i32::from(quant) * i32::from(q[32 * s + i])
+                })
+                .sum();
+            i32::from(scales[s]) * dot
+        })
+        .sum()
+}
+
+/// [`q5_k_sum`] in AVX2: [`q4_k_sum_avx2`]'s, each nibble with its fifth bit from `qh` (shifted 16
+/// bits at a time by the sub-block's index, masked to each byte's bit 0, then moved to bit 4:
+/// quants at most 31, so `maddubs` stays within `2 · 31 · 127`).
+///
+/// # Safety
+/// AVX2 is available, `block` holds 176 bytes and `q` 256 values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn q5_k_sum_avx2(block: &[u8], q: &[i8], scales: &[i16; 8]) -> i32 {
+    let (nibble, one) = (_mm256_set1_epi8(15), _mm256_set1_epi8(1));
+    // SAFETY: `qh`, bytes `16 .. 48`, is within the block's 176, as the caller states.
+    let qh = unsafe { _mm256_loadu_si256(block.as_ptr().add(16).cast()) };
+    let fifth = |s: usize| {
+        let bit = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(s as i32)), one);
+        _mm256_slli_epi16::<4>(bit)
+    };
+    let mut acc = _mm256_setzero_si256();
+    for c in 0..4 {
+        // SAFETY: bytes `48 + 32c .. + 32` are within the block's 176 and integers `64c .. + 64`
+        // within `q`'s 256 (c < 4), as the caller states.
+        let (bytes, lo_q, hi_q) = unsafe {
+            (
+                _mm256_loadu_si256(block.as_ptr().add(48 + 32 * c).cast()),
+                _mm256_loadu_si256(q.as_ptr().add(64 * c).cast()),
+                _mm256_loadu_si256(q.as_ptr().add(64 * c + 32).cast()),
+            )
+        };
+        let lo = _mm256_or_si256(_mm256_and_si256(bytes, nibble), fifth(2 * c));
+        let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(bytes), nibble), fifth(2 * c + 1));
         let lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, lo_q), _mm256_set1_epi16(scales[2 * c]));
         let hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, hi_q), _mm256_set1_epi16(scales[2 * c + 1]));
         acc = _mm256_add_epi32(acc, _mm256_add_epi32(lo, hi));
