@@ -1,6 +1,7 @@
 //! The values the reference interpreter computes with, and the constants it reads in place.
 
 use std::borrow::Cow;
+use std::rc::Rc;
 
 use ndarray::{Array3, ArrayD, IxDyn};
 
@@ -54,7 +55,7 @@ impl<'c> Value<'c> {
     pub fn array(&self) -> Result<Cow<'_, ArrayD<f64>>, Fault> {
         match self {
             Value::Array(a) => Ok(Cow::Borrowed(a)),
-            Value::Const(c) => c.to_array().map(Cow::Owned),
+            Value::Const(c) => c.to_array(),
             other => surprise(format!("expected an array, found {}", other.describe())),
         }
     }
@@ -104,7 +105,9 @@ impl<'c> Value<'c> {
 /// A constant as the view of a checkpoint tensor, read in place: the tensor stays in its stored
 /// type (F32, BF16, Q8_0, Q4_K, …), and a row is dequantized exactly (ggml's dequantization) and
 /// widened to f64 only as an op reads it. A matrix view is read row by row through
-/// [`View::source_row`]; nothing holds a widened copy of a large weight.
+/// [`View::source_row`]; nothing holds a widened copy of a large weight. A small constant (at most
+/// [`SMALL_VALUES`] values: norms, biases, conv weights, and every matrix of a generated case) is
+/// decoded once, when the view is made, and read from there by every step: the same values.
 #[derive(Clone, Debug)]
 pub(crate) struct ConstView<'c> {
     /// The checkpoint tensor, its rows whole blocks of its type and its bytes exactly the rows.
@@ -112,7 +115,12 @@ pub(crate) struct ConstView<'c> {
     view: View,
     /// The view's shape (the constant's).
     shape: Vec<usize>,
+    /// A small constant's values, decoded once: in the view's order, and as the f64 array.
+    decoded: Option<Rc<(Vec<f32>, ArrayD<f64>)>>,
 }
+
+/// The most values a constant may have to be decoded once and kept (256 KiB of f32 values).
+pub const SMALL_VALUES: usize = 1 << 16;
 
 impl<'c> ConstView<'c> {
     /// The view `view` of `tensor`, or why the view does not fit or the tensor's bytes are not the
@@ -120,7 +128,17 @@ impl<'c> ConstView<'c> {
     pub fn new(tensor: &'c Tensor, view: View) -> Result<ConstView<'c>, String> {
         tensor.rows().map_err(|e| e.to_string())?;
         let shape = view.shape(&tensor.shape)?;
-        Ok(ConstView { tensor, view, shape })
+        let mut c = ConstView { tensor, view, shape, decoded: None };
+        // A view that cannot be read whole (an error an op reports when it reads it) stays lazy.
+        if c.shape.iter().product::<usize>() <= SMALL_VALUES
+            && let Ok(values) = c.values()
+        {
+            let array = ArrayD::from_shape_vec(IxDyn(&c.shape), values.iter().map(|&v| f64::from(v)).collect());
+            if let Ok(array) = array {
+                c.decoded = Some(Rc::new((values, array)));
+            }
+        }
+        Ok(c)
     }
 
     /// The view's shape.
@@ -137,13 +155,16 @@ impl<'c> ConstView<'c> {
     }
 
     /// Row `r` of a matrix view, its stored values dequantized exactly to f32.
-    pub fn row(&self, r: usize) -> Result<Vec<f32>, Fault> {
-        let [rows, _] = self.matrix()?;
+    pub fn row(&self, r: usize) -> Result<Cow<'_, [f32]>, Fault> {
+        let [rows, cols] = self.matrix()?;
         if r >= rows {
             return surprise(format!("row {r} of a constant of {rows} rows"));
         }
+        if let Some(d) = &self.decoded {
+            return Ok(Cow::Borrowed(&d.0[r * cols..(r + 1) * cols]));
+        }
         let s = self.view.source_row(&self.tensor.shape, r);
-        self.source_rows(s..s + 1)
+        self.source_rows(s..s + 1).map(Cow::Owned)
     }
 
     /// Rows `range` of the checkpoint tensor (as rows of its innermost dim), dequantized.
@@ -158,8 +179,19 @@ impl<'c> ConstView<'c> {
 
     /// The whole view as an f64 array: for the small constants (norms, biases, conv weights) the
     /// ops read whole; a matrix is read by rows.
-    pub fn to_array(&self) -> Result<ArrayD<f64>, Fault> {
-        let values = match self.view {
+    pub fn to_array(&self) -> Result<Cow<'_, ArrayD<f64>>, Fault> {
+        if let Some(d) = &self.decoded {
+            return Ok(Cow::Borrowed(&d.1));
+        }
+        let values = self.values()?;
+        ArrayD::from_shape_vec(IxDyn(&self.shape), values.into_iter().map(f64::from).collect())
+            .map(Cow::Owned)
+            .map_err(|e| Fault::Shape(e.to_string()))
+    }
+
+    /// The whole view's values in its order, dequantized, read from the tensor.
+    fn values(&self) -> Result<Vec<f32>, Fault> {
+        Ok(match self.view {
             View::Whole => {
                 let rows = self.tensor.rows().map_err(|e| Fault::Shape(e.to_string()))?.rows;
                 self.source_rows(0..rows)?
@@ -173,12 +205,11 @@ impl<'c> ConstView<'c> {
                 let [rows, _] = self.matrix()?;
                 let mut values = Vec::with_capacity(self.shape.iter().product());
                 for r in 0..rows {
-                    values.extend(self.row(r)?);
+                    let s = self.view.source_row(&self.tensor.shape, r);
+                    values.extend(self.source_rows(s..s + 1)?);
                 }
                 values
             }
-        };
-        ArrayD::from_shape_vec(IxDyn(&self.shape), values.into_iter().map(f64::from).collect())
-            .map_err(|e| Fault::Shape(e.to_string()))
+        })
     }
 }
