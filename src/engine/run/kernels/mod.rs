@@ -134,6 +134,13 @@ impl<'w> Matrix<'w> {
 
     /// Row `r`'s values, dequantized exactly into `out` (`cols` values).
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        if self.ty == GgmlType::F32 {
+            // An F32 row's values are its little-endian words: read into `out`, nothing allocated.
+            for (o, b) in out.iter_mut().zip(self.row(r).as_chunks::<4>().0) {
+                *o = f32::from_le_bytes(*b);
+            }
+            return;
+        }
         let decode = self.ty.decoder().expect("Matrix::new checked the type decodes");
         let values = decode(self.row(r)).expect("Matrix::new checked the row is whole blocks");
         out.copy_from_slice(&values);
