@@ -126,6 +126,32 @@ unsafe fn bytes8(p: *const u8) -> __m256i {
     unsafe { _mm256_cvtepu8_epi32(_mm_loadl_epi64(p.cast())) }
 }
 
+/// The 32 unsigned 6-bit quants (0 to 63) of each quarter `j` of half `h` of a Q6_K block, a
+/// register of bytes per quarter: the low (`j` = 0, 1) or high (`j` = 2, 3) nibbles of `ql`, with
+/// bits `2j, 2j + 1` of `qh` as bits 4–5 (masked and shifted 16 bits at a time, which the masks
+/// keep within each byte). The f32 path and the Q8_K path (`q8k.rs`) both read them.
+///
+/// # Safety
+/// AVX2 is available, `block` holds a whole Q6_K block (210 bytes) and `h < 2`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) unsafe fn q6_k_quarters(block: &[u8], h: usize) -> [__m256i; 4] {
+    // SAFETY: the caller's AVX2; `ql` bytes `64h .. 64h + 64` (below 128) and `qh` bytes
+    // `128 + 32h .. + 32` (below 192) are within the block's 210 (h < 2).
+    unsafe {
+        let at = |o: usize| _mm256_loadu_si256(block.as_ptr().add(o).cast());
+        let (ql_a, ql_b, qh) = (at(64 * h), at(64 * h + 32), at(128 + 32 * h));
+        let (nibble, two) = (_mm256_set1_epi8(15), _mm256_set1_epi8(3));
+        let join = |low, high| _mm256_or_si256(low, _mm256_slli_epi16::<4>(_mm256_and_si256(high, two)));
+        [
+            join(_mm256_and_si256(ql_a, nibble), qh),
+            join(_mm256_and_si256(ql_b, nibble), _mm256_srli_epi16::<2>(qh)),
+            join(_mm256_and_si256(_mm256_srli_epi16::<4>(ql_a), nibble), _mm256_srli_epi16::<4>(qh)),
+            join(_mm256_and_si256(_mm256_srli_epi16::<4>(ql_b), nibble), _mm256_srli_epi16::<6>(qh)),
+        ]
+    }
+}
+
 entry_points! {
     /// Q4_K's AVX2 path: per group of 8 bytes of quants, their low nibbles (8 values of sub-block
     /// `2c`) and their high nibbles (8 of sub-block `2c + 1`), each `scale · q − min` with one
@@ -223,33 +249,17 @@ both_paths! {
         let p = pointers::<B>(xs, blocks.len() * QK);
         // SAFETY: the instruction sets are this function's.
         let mut acc: Acc<B> = unsafe { zero() };
-        let (nibble, two, middle) = (_mm256_set1_epi8(15), _mm256_set1_epi8(3), _mm256_set1_epi8(32));
+        let middle = _mm256_set1_epi8(32);
         for (k, block) in blocks.iter().enumerate() {
             // SAFETY: the instruction sets are this function's.
             let d = unsafe { f16c_at(block, 208) };
             let scale: [f32; 16] = std::array::from_fn(|s| d * f32::from(block[192 + s] as i8));
             for h in 0..2 {
-                // SAFETY: the instruction sets are this function's; `ql` bytes `64h .. 64h + 64`
-                // (below 128) and `qh` bytes `128 + 32h .. + 32` (below 192) are within the block's
-                // 210 (h < 2).
-                let (ql_a, ql_b, qh) = unsafe {
-                    let at = |o: usize| _mm256_loadu_si256(block.as_ptr().add(o).cast());
-                    (at(64 * h), at(64 * h + 32), at(128 + 32 * h))
-                };
-                let quarters = [
-                    (_mm256_and_si256(ql_a, nibble), _mm256_and_si256(qh, two)),
-                    (_mm256_and_si256(ql_b, nibble), _mm256_and_si256(_mm256_srli_epi16::<2>(qh), two)),
-                    (
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql_a), nibble),
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(qh), two),
-                    ),
-                    (
-                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql_b), nibble),
-                        _mm256_and_si256(_mm256_srli_epi16::<6>(qh), two),
-                    ),
-                ];
-                for (j, (low, high)) in quarters.into_iter().enumerate() {
-                    let q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16::<4>(high)), middle);
+                // SAFETY: the instruction sets are this function's; the block is a whole Q6_K
+                // block (`as_chunks`) and h < 2.
+                let quarters = unsafe { q6_k_quarters(block, h) };
+                for (j, quants) in quarters.into_iter().enumerate() {
+                    let q = _mm256_sub_epi8(quants, middle);
                     let (lo, hi) = (_mm256_castsi256_si128(q), _mm256_extracti128_si256::<1>(q));
                     let groups = [lo, _mm_unpackhi_epi64(lo, lo), hi, _mm_unpackhi_epi64(hi, hi)];
                     for (g, q8) in groups.into_iter().enumerate() {

@@ -20,6 +20,8 @@
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
+#[cfg(target_arch = "x86_64")]
+use super::kquants::q6_k_quarters;
 use super::kquants::{Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, QK, f16_at};
 #[cfg(target_arch = "x86_64")]
 use super::simd::f16_at as f16c_at;
@@ -91,12 +93,14 @@ pub(super) fn rows(isa: Isa, m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
         }
         (_, false) => each_block(m, Q6_K_BYTES, xs, outs, |b, d, q, s| q6_k_block(b, d, q, s, q6_k_sum)),
         #[cfg(target_arch = "x86_64")]
-        // SAFETY (all three): `matmat_with` keeps a SIMD path only where `detected()` found AVX2,
-        // FMA and F16C on this machine (`Isa::available`).
+        // SAFETY: `matmat_with` keeps a SIMD path only where `detected()` found AVX2, FMA and F16C
+        // on this machine (`Isa::available`), the instructions these functions run.
         (GgmlType::Q4_K, true) => unsafe { q4_k_rows_avx2(m, xs, outs) },
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: as for Q4_K.
         (GgmlType::Q5_K, true) => unsafe { q5_k_rows_avx2(m, xs, outs) },
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: as for Q4_K.
         (_, true) => unsafe { q6_k_rows_avx2(m, xs, outs) },
         #[cfg(not(target_arch = "x86_64"))]
         (_, true) => unreachable!("no SIMD path off x86-64"),
@@ -110,10 +114,11 @@ pub(super) fn rows(isa: Isa, m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn q4_k_rows_avx2(m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
-    // SAFETY (both blocks): this function's AVX2 and F16C; `each_block` passes whole blocks of
-    // 144 bytes and 256 integers.
+    // SAFETY: this function's F16C; `at + 2` is within the block (its f16 factors at 0 and 2).
     let f16 = |b: &[u8], at: usize| unsafe { f16c_at(b, at) };
     each_block(m, Q4_K_BYTES, xs, outs, |b, d, q, s| {
+        // SAFETY: this function's AVX2; `each_block` passes whole blocks of 144 bytes and 256
+        // integers.
         q4_k_block(b, d, q, s, f16, |b, q, sc| unsafe { q4_k_sum_avx2(b, q, sc) })
     })
 }
@@ -125,10 +130,11 @@ unsafe fn q4_k_rows_avx2(m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,f16c")]
 unsafe fn q5_k_rows_avx2(m: &Matrix, xs: &[Q8k], outs: &mut [&mut [f32]]) {
-    // SAFETY (both blocks): this function's AVX2 and F16C; `each_block` passes whole blocks of
-    // 176 bytes and 256 integers.
+    // SAFETY: this function's F16C; `at + 2` is within the block (its f16 factors at 0 and 2).
     let f16 = |b: &[u8], at: usize| unsafe { f16c_at(b, at) };
     each_block(m, Q5_K_BYTES, xs, outs, |b, d, q, s| {
+        // SAFETY: this function's AVX2; `each_block` passes whole blocks of 176 bytes and 256
+        // integers.
         q4_k_block(b, d, q, s, f16, |b, q, sc| unsafe { q5_k_sum_avx2(b, q, sc) })
     })
 }
@@ -180,7 +186,7 @@ fn q4_k_block(
     f16: impl Fn(&[u8], usize) -> f32,
     sum: impl Fn(&[u8], &[i8], &[i16; 8]) -> i32,
 ) -> f32 {
-    let (scales, mins) = scales_mins(block[4..16].try_into().expect("a Q4_K block has 12 bytes of scales"));
+    let (scales, mins) = scales_mins(&block[4..16]);
     let summ: i32 = (0..8).map(|s| i32::from(mins[s]) * (i32::from(sums[2 * s]) + i32::from(sums[2 * s + 1]))).sum();
     let sumi = sum(block, q, &scales.map(i16::from));
     (f16(block, 0) * d) * sumi as f32 - (f16(block, 2) * d) * summ as f32
@@ -189,7 +195,7 @@ fn q4_k_block(
 /// The 8 scales and 8 minimums of a Q4_K block's 12 packed bytes, four at a time in 32-bit words:
 /// the bytes `scale_min` reads one at a time (`kquants.rs`), the same bits.
 #[inline(always)]
-fn scales_mins(b: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+fn scales_mins(b: &[u8]) -> ([u8; 8], [u8; 8]) {
     let word = |i: usize| u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
     let (w0, w1, w2) = (word(0), word(1), word(2));
     let (six, four, two) = (0x3f3f_3f3f, 0x0f0f_0f0f, 0x0303_0303);
@@ -324,8 +330,8 @@ fn q6_k_sum(block: &[u8], q: &[i8], _sums: &[i16]) -> i32 {
         .sum()
 }
 
-/// [`q6_k_sum`] in AVX2: per quarter of a half, the 32 unsigned 6-bit quants made in one register
-/// (as the f32 path makes them) and multiplied by the 32 integers in pairs (`maddubs`: at most
+/// [`q6_k_sum`] in AVX2: per quarter of a half, the 32 unsigned 6-bit quants in one register
+/// (`kquants::q6_k_quarters`, as the f32 path reads them) multiplied by the 32 integers in pairs (`maddubs`: at most
 /// `2 · 63 · 127`), then by the two sub-blocks' scales (`madd`, the pair of scales picked from the
 /// 16 by a permute and a shuffle); the `− 32` of every quant is taken off first, as
 /// `32 · Σₛ scaleₛ · sumₛ` (`madd` of the scales with the sums), exactly.
@@ -350,22 +356,10 @@ unsafe fn q6_k_sum_avx2(block: &[u8], q: &[i8], sums: &[i16]) -> i32 {
     let spread = _mm256_setr_epi8(
         0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
     );
-    let (nibble, two) = (_mm256_set1_epi8(15), _mm256_set1_epi8(3));
     for h in 0..2 {
-        // SAFETY: `ql` bytes `64h .. 64h + 64` (below 128) and `qh` bytes `128 + 32h .. + 32`
-        // (below 192) are within the block's 210 (h < 2), as the caller states.
-        let (ql_a, ql_b, qh) = unsafe {
-            let at = |o: usize| _mm256_loadu_si256(block.as_ptr().add(o).cast());
-            (at(64 * h), at(64 * h + 32), at(128 + 32 * h))
-        };
-        let quarters = [
-            (_mm256_and_si256(ql_a, nibble), _mm256_and_si256(qh, two)),
-            (_mm256_and_si256(ql_b, nibble), _mm256_and_si256(_mm256_srli_epi16::<2>(qh), two)),
-            (_mm256_and_si256(_mm256_srli_epi16::<4>(ql_a), nibble), _mm256_and_si256(_mm256_srli_epi16::<4>(qh), two)),
-            (_mm256_and_si256(_mm256_srli_epi16::<4>(ql_b), nibble), _mm256_and_si256(_mm256_srli_epi16::<6>(qh), two)),
-        ];
-        for (j, (low, high)) in quarters.into_iter().enumerate() {
-            let quants = _mm256_or_si256(low, _mm256_slli_epi16::<4>(high));
+        // SAFETY: this function's AVX2; the block is 210 bytes, as the caller states, and h < 2.
+        let quarters = unsafe { q6_k_quarters(block, h) };
+        for (j, quants) in quarters.into_iter().enumerate() {
             let at = 128 * h + 32 * j;
             // SAFETY: integers `at .. at + 32` are within `q`'s 256 (h < 2, j < 4).
             let xq = unsafe { _mm256_loadu_si256(q.as_ptr().add(at).cast()) };
