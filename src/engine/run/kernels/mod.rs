@@ -33,6 +33,7 @@
 //!   same reading the reference does.
 //! - A matrix splits its rows over threads ([`threads`]) when it is large enough to pay for it.
 
+mod ahead;
 mod float;
 mod kquants;
 mod q8_0;
@@ -325,8 +326,10 @@ pub fn matmat_with(
 /// `outs[b][r] = m.row(r) · xs[b]` for every row of `m` (a part of a matrix) on this thread.
 ///
 /// The batch is split into passes of as many vectors as the path keeps in registers, and the rows
-/// into groups of [`GROUP_BYTES`]: each group is read from memory once, by the first pass, and from
-/// cache by the others; within a group, rows go two at a time where the type has a pair kernel.
+/// into groups of [`GROUP_BYTES`]: each group is read from memory once and from cache by every
+/// pass, and for a batch of more than one vector the next group is asked for while the passes run
+/// over this one ([`ahead`]); within a group, rows go two at a time where the type has a pair
+/// kernel.
 /// None of these splits changes a value (a vector's sum has one order: `simd.rs`).
 fn rows(isa: Isa, m: &Matrix, xs: &[&[f32]], outs: &mut [&mut [f32]]) {
     let Some(k) = kernel(m.ty) else {
@@ -356,8 +359,14 @@ fn rows(isa: Isa, m: &Matrix, xs: &[&[f32]], outs: &mut [&mut [f32]]) {
     let passes = even_parts(xs.len(), pair.map_or(k.most(isa), |(_, most)| most));
     let group = (GROUP_BYTES / m.row_bytes.max(1)).max(2) / 2 * 2;
     let (mut a, mut b) = ([0f32; MAX_BATCH], [0f32; MAX_BATCH]);
+    let npasses = passes.clone().count();
+    let calls_per_pass = |rows: usize| if pair.is_some() { rows.div_ceil(2) } else { rows };
     for first in (0..m.rows).step_by(group) {
         let end = (first + group).min(m.rows);
+        // The next group, asked for while a batch's passes run over this one (a single vector's
+        // one pass streams its rows, which the hardware's own prefetcher serves better).
+        let next = &m.bytes[end * m.row_bytes..(end + group).min(m.rows) * m.row_bytes];
+        let mut ahead = ahead::Ahead::new(if xs.len() > 1 { next } else { &[] }, calls_per_pass(end - first) * npasses);
         for pass in passes.clone() {
             let (xs, outs) = (&xs[pass.clone()], &mut outs[pass]);
             let (a, b) = (&mut a[..xs.len()], &mut b[..xs.len()]);
@@ -367,6 +376,7 @@ fn rows(isa: Isa, m: &Matrix, xs: &[&[f32]], outs: &mut [&mut [f32]]) {
                 if let Some((pair, _)) = pair
                     && r + 1 < end
                 {
+                    ahead.step();
                     // SAFETY: `matmat_with` keeps a SIMD path only where `detected()` found its
                     // instruction sets on this machine (`Isa::available`), which `pair` runs.
                     unsafe { pair([m.row(r), m.row(r + 1)], xs, [&mut *a, &mut *b]) };
@@ -376,6 +386,7 @@ fn rows(isa: Isa, m: &Matrix, xs: &[&[f32]], outs: &mut [&mut [f32]]) {
                     r += 2;
                     continue;
                 }
+                ahead.step();
                 one(m.row(r), xs, a);
                 for (o, v) in outs.iter_mut().zip(a.iter()) {
                     o[r] = *v;
