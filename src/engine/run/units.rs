@@ -215,8 +215,10 @@ pub fn delta_rule<R: Real>(inp: &DeltaInputs<R>, state: &mut DeltaState<R>, qn: 
             }
             let delta = (vj - dot(row, k)) * beta;
             for (x, &ki) in row.iter_mut().zip(k) {
-                *x = keep.keep(*x + delta * ki);
+                *x += delta * ki;
             }
+            // Each value kept as its storage says, the row at once (nothing to do at f32).
+            keep.keep_all(row);
             *o = dot(row, q);
         }
     }
@@ -258,6 +260,7 @@ pub fn rope<R: Real>(u: &mut [R], cos: &[R], sin: &[R]) {
 }
 
 /// The attention unit's shape and constants.
+#[derive(Clone)]
 pub struct AttentionShape<R> {
     pub heads: usize,
     pub kv_heads: usize,
