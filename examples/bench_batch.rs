@@ -1,14 +1,21 @@
 //! A batched step of `B` sequences against a step of one, on the full-size Qwen3.5-0.8B preset:
-//! `cargo run --release --example bench_batch`.
+//! `cargo run --release --example bench_batch [-- ROUNDS]` (5 rounds by default).
 //!
-//! Both run through `batch::run::BatchRunner` (random weights, f32, every thread): a plan that admits
-//! `B` sequences into slots `0..B` and decodes `STEPS` steps of `B` rows, against the same plan for
-//! one sequence. The figure is the median over `RUNS` runs of a run's time divided by its steps
-//! (the admissions, a reset of each slot, are included, and so is each row's snapshot: the pool keeps
-//! one per slot for rollback, a copy of the slot's state). The runner runs a step whose rows share
-//! no storage as one batched step of the engine (`EngineRunner::step_batch`, each weight read once
-//! for all rows). The second pair of figures times `step_batch` itself on `B` states against one,
-//! without the pool's copies.
+//! Random weights, f32, every thread. Two figures, each a step of `B` rows against a step of one
+//! row, the two timed in turn in every round (so that the machine's noise falls on both):
+//!
+//! 1. **through the pool** (`batch::run::BatchRunner`): a plan that admits the sequences into slots
+//!    `0..B` and decodes `1 + STEPS` steps, less the same plan with 1 step, over `STEPS`: the cost
+//!    of a step once the runner is warm (its scratch made by the first step), each row's snapshot
+//!    included (the pool keeps one per slot for rollback, a copy of the slot's state). The runner
+//!    runs a step whose rows share no storage as one batched step of the engine;
+//! 2. **the engine's batched step alone** (`EngineRunner::step_batch` on `B` fresh states, no pool):
+//!    after one step untimed, each of `STEPS` steps timed on its own.
+//!
+//! Each figure is the median over the rounds (and, for the second, over their steps); the ratio
+//! is of the medians, and the rounds' range is printed beside it.
+//!
+//! `bench_batch engine B` times only the engine's batched step of `B` states, for a profile of it.
 
 use std::time::Instant;
 
@@ -16,63 +23,74 @@ use stepcheck::batch::BatchProgram;
 use stepcheck::batch::plan::{Row, SlotOp, SlotPlan};
 use stepcheck::batch::run::BatchRunner;
 use stepcheck::engine::run::{BatchRow, EngineRunner};
-use stepcheck::engine::{Numerics, lower::lower_graph, shim::EngineShim};
-use stepcheck::model::{author::decode_step, presets, random::random_checkpoint};
+use stepcheck::engine::{Numerics, Program, lower::lower_graph, shim::EngineShim};
+use stepcheck::model::{Checkpoint, author::decode_step, presets, random::random_checkpoint};
 
-const RUNS: usize = 3;
-const STEPS: usize = 2;
+const ROUNDS: usize = 5;
+const STEPS: usize = 4;
 const BATCH: usize = 8;
 
-/// A plan admitting `b` sequences into slots `0..b` and decoding `STEPS` steps of `b` rows.
-fn plan(b: usize) -> SlotPlan {
+/// A plan admitting `b` sequences into slots `0..b` and decoding `steps` steps of `b` rows.
+fn plan(b: usize, steps: usize) -> SlotPlan {
     let mut ops: Vec<SlotOp> = (0..b).flat_map(|slot| [SlotOp::Claim { slot }, SlotOp::Zero { slot }]).collect();
-    for step in 0..STEPS {
+    for step in 0..steps {
         let rows = (0..b).map(|s| Row { slot: Some(s), token: (step * 131 + s * 17 + 1) as u32 }).collect();
         ops.push(SlotOp::Step { rows });
     }
     SlotPlan { ops }
 }
 
-/// The median over `RUNS` runs of the time per step of `plan(b)` on a pool of `BATCH` slots and a
-/// batch of `b` rows.
-fn per_step(b: usize, program: &stepcheck::engine::Program, ckpt: &stepcheck::model::Checkpoint) -> f64 {
-    let pool = BatchProgram::new(program.clone(), BATCH, b, 1, STEPS + 1).expect("pool");
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let plan = plan(b);
-    let mut times: Vec<f64> = (0..RUNS)
-        .map(|_| {
-            let mut runner = BatchRunner::new(&pool, ckpt).expect("runner").with_threads(threads);
-            let t0 = Instant::now();
-            runner.run(&plan).expect("run");
-            t0.elapsed().as_secs_f64() / STEPS as f64
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[RUNS / 2]
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The median over `RUNS` runs of the time per step of `STEPS` batched steps of `b` fresh states on
-/// the engine alone.
-fn engine_per_step(b: usize, program: &stepcheck::engine::Program, ckpt: &stepcheck::model::Checkpoint) -> f64 {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut times: Vec<f64> = (0..RUNS)
-        .map(|_| {
-            let mut runner = EngineRunner::new(program, ckpt, STEPS + 1).expect("runner").with_threads(threads);
-            let mut states: Vec<_> = (0..b).map(|_| runner.fresh_state()).collect();
-            let t0 = Instant::now();
-            for step in 0..STEPS {
-                let mut rows: Vec<BatchRow> = states
-                    .iter_mut()
-                    .enumerate()
-                    .map(|(s, state)| BatchRow { state, token: (step * 131 + s * 17 + 1) as u32 })
-                    .collect();
-                runner.step_batch(&mut rows).expect("step");
-            }
-            t0.elapsed().as_secs_f64() / STEPS as f64
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[RUNS / 2]
+/// The seconds `plan(b, steps)` takes on a fresh runner over a pool of `BATCH` slots.
+fn pool_run(b: usize, steps: usize, program: &Program, ckpt: &Checkpoint) -> f64 {
+    let pool = BatchProgram::new(program.clone(), BATCH, b, 1, 1 + STEPS + 1).expect("pool");
+    let mut runner = BatchRunner::new(&pool, ckpt).expect("runner").with_threads(threads());
+    let plan = plan(b, steps);
+    let t0 = Instant::now();
+    runner.run(&plan).expect("run");
+    t0.elapsed().as_secs_f64()
+}
+
+/// A warm step through the pool: `1 + STEPS` steps less 1, over `STEPS`.
+fn pool_step(b: usize, program: &Program, ckpt: &Checkpoint) -> f64 {
+    let one = pool_run(b, 1, program, ckpt);
+    let many = pool_run(b, 1 + STEPS, program, ckpt);
+    (many - one).max(0.0) / STEPS as f64
+}
+
+/// The seconds of each of `STEPS` batched steps of `b` fresh states on the engine alone, after one
+/// untimed step.
+fn engine_steps(b: usize, program: &Program, ckpt: &Checkpoint) -> Vec<f64> {
+    let mut runner = EngineRunner::new(program, ckpt, STEPS + 2).expect("runner").with_threads(threads());
+    let mut states: Vec<_> = (0..b).map(|_| runner.fresh_state()).collect();
+    let mut times = vec![];
+    for step in 0..=STEPS {
+        let mut rows: Vec<BatchRow> = states
+            .iter_mut()
+            .enumerate()
+            .map(|(s, state)| BatchRow { state, token: (step * 131 + s * 17 + 1) as u32 })
+            .collect();
+        let t0 = Instant::now();
+        runner.step_batch(&mut rows).expect("step");
+        if step > 0 {
+            times.push(t0.elapsed().as_secs_f64());
+        }
+    }
+    times
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// The median, in ms, and the range.
+fn shown(xs: &[f64]) -> String {
+    let (lo, hi) = xs.iter().fold((f64::MAX, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    format!("{:.0} ms ({:.0}–{:.0})", median(xs.to_vec()) * 1e3, lo * 1e3, hi * 1e3)
 }
 
 fn main() {
@@ -80,17 +98,29 @@ fn main() {
     let ckpt = random_checkpoint(&spec, 0);
     let graph = EngineShim::default().prepare(&decode_step(&spec).expect("author"));
     let program = lower_graph(&graph, Numerics::F32).expect("lowered");
-    let one = per_step(1, &program, &ckpt);
-    let many = per_step(BATCH, &program, &ckpt);
-    let engine_one = engine_per_step(1, &program, &ckpt);
-    let engine_many = engine_per_step(BATCH, &program, &ckpt);
-    println!("0.8B, f32, median of {RUNS} runs of {STEPS} steps");
-    println!("through the pool (BatchRunner, a snapshot per row):");
-    println!("  step of 1 sequence:  {:.0} ms", one * 1e3);
-    println!("  step of {BATCH} sequences: {:.0} ms", many * 1e3);
-    println!("  ratio: {:.2} (aim: ≤ 1.5)", many / one);
-    println!("the engine's batched step alone (EngineRunner::step_batch):");
-    println!("  step of 1 sequence:  {:.0} ms", engine_one * 1e3);
-    println!("  step of {BATCH} sequences: {:.0} ms", engine_many * 1e3);
-    println!("  ratio: {:.2} (aim: ≤ 1.5)", engine_many / engine_one);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [phase, b] = &args[..] {
+        let b: usize = b.parse().expect("a batch size");
+        assert_eq!(phase, "engine", "the one phase that runs alone is `engine`");
+        println!("step_batch of {b}: {}", shown(&engine_steps(b, &program, &ckpt)));
+        return;
+    }
+    let rounds: usize = args.first().map_or(ROUNDS, |r| r.parse().expect("a number of rounds"));
+    let (mut pool, mut engine) = ([vec![], vec![]], [vec![], vec![]]);
+    for _ in 0..rounds {
+        for (i, b) in [1, BATCH].into_iter().enumerate() {
+            pool[i].push(pool_step(b, &program, &ckpt));
+            engine[i].extend(engine_steps(b, &program, &ckpt));
+        }
+    }
+    let ratio = |x: &[Vec<f64>; 2]| median(x[1].clone()) / median(x[0].clone());
+    println!("0.8B, f32, {} threads, {rounds} rounds, each 1 and {BATCH} sequences in turn; median (range)", threads());
+    println!("through the pool (BatchRunner, a snapshot per row; a warm step: {STEPS} steps after the first):");
+    println!("  step of 1 sequence:  {}", shown(&pool[0]));
+    println!("  step of {BATCH} sequences: {}", shown(&pool[1]));
+    println!("  ratio: {:.2} (aim: ≤ 1.5)", ratio(&pool));
+    println!("the engine's batched step alone (EngineRunner::step_batch, {STEPS} steps after the first):");
+    println!("  step of 1 sequence:  {}", shown(&engine[0]));
+    println!("  step of {BATCH} sequences: {}", shown(&engine[1]));
+    println!("  ratio: {:.2} (aim: ≤ 1.5)", ratio(&engine));
 }

@@ -463,11 +463,18 @@ fn first_difference(a: &[u32], b: &[u32]) -> Option<usize> {
 /// vector to be independent of the batch's size.
 #[test]
 fn a_row_of_a_batched_step_is_its_single_step_to_the_bit() -> Result<()> {
-    for numerics in [Numerics::F32, Numerics::BF16] {
+    // (numerics, the state values from which a step's per-row units split among threads: the
+    // default, which tiny's rows never reach, and always)
+    let cases = [(Numerics::F32, None), (Numerics::BF16, None), (Numerics::F32, Some(0)), (Numerics::BF16, Some(0))];
+    for (numerics, split) in cases {
         let (_, program, checkpoint) = tiny_at(numerics)?;
         let token = |row: usize, step: usize| ((7 * row + 3 * step + 1) % program.vocab) as u32;
         for n in 1..=9 {
-            let mut batched = EngineRunner::new(&program, &checkpoint, 8)?;
+            let batched = EngineRunner::new(&program, &checkpoint, 8)?.with_threads(2);
+            let mut batched = match split {
+                Some(values) => batched.with_rows_split_from(values),
+                None => batched,
+            };
             let mut states: Vec<RunnerState> = (0..n).map(|_| batched.fresh_state()).collect();
             let mut alone = Vec::with_capacity(n);
             // Row i starts i mod 3 steps ahead, each of them a single step on both sides.
@@ -488,7 +495,9 @@ fn a_row_of_a_batched_step_is_its_single_step_to_the_bit() -> Result<()> {
                 let got = batched.step_batch(&mut rows)?;
                 for (i, runner) in alone.iter_mut().enumerate() {
                     let want = runner.step(tokens[i])?;
-                    let at = format!("{numerics}: a batch of {n}: row {i} at step {step}");
+                    let at = format!(
+                        "{numerics} (rows split from {split:?} values): a batch of {n}: row {i} at step {step}"
+                    );
                     let bits = |l: &[f32]| l.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
                     let got = got.get(i).ok_or(format!("{at}: no logits"))?;
                     if let Some(k) = first_difference(&bits(got), &bits(&want)) {

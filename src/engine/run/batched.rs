@@ -6,11 +6,13 @@
 //! [`kernels::matmat`], which reads each weight row once per [`kernels::MAX_BATCH`] vectors; its
 //! outputs are scattered back to each row's buffers and kept as their storage says, exactly as
 //! the single-sequence step keeps them. Every other unit (embedding, norms, conv, gates, delta rule,
-//! attention, the sigmoid gate, adds, the advance) runs per row, on that row's buffers and state, by the very
-//! function the single-sequence step runs. The rows share nothing but the weights: each has its own
-//! buffers and its own state, so the order in which the rows of one unit run does not matter, and a
-//! row computes what [`EngineRunner::step`] computes on its state, to the bit (the kernels sum a
-//! vector's products in one order whatever its batch: `kernels/simd.rs`).
+//! attention, the sigmoid gate, adds, the advance) runs per row, on that row's buffers and state,
+//! by the very function the single-sequence step runs; the units between two matrix units run over
+//! the rows split among the threads, when the rows' states are large enough to pay for it. The
+//! rows share nothing but the weights: each has its own buffers and its own state, so the order in
+//! which the rows of one unit run, and the thread that runs them, do not matter, and a row computes
+//! what [`EngineRunner::step`] computes on its state, to the bit (the kernels sum a vector's
+//! products in one order whatever its batch: `kernels/simd.rs`).
 
 use std::mem;
 
@@ -61,26 +63,73 @@ impl EngineRunner<'_, f32> {
         logits
     }
 
-    /// The units in order, each over every row.
+    /// The units in order, each over every row: a matrix unit over all rows at once, and each run
+    /// of per-row units between two matrix units over the rows split among the threads.
     fn pass(&mut self, rows: &mut [BatchRow<'_>], scratch: &mut BatchScratch) -> Result<(), RunError> {
         let BatchScratch { rows: bufs, xs, outs, ups } = scratch;
         let bufs = &mut bufs[..rows.len()];
         let mut m = Matmat { xs, outs, ups, threads: self.threads };
-        for unit in &mut self.units {
-            if let Unit::Attention(_) = unit {
+        let mut at = 0;
+        while at < self.units.len() {
+            if Matmat::reads_weights(&self.units[at]) {
+                m.unit(&mut self.units[at], bufs, &self.storages);
+                at += 1;
+                continue;
+            }
+            let end =
+                (at..self.units.len()).find(|&u| Matmat::reads_weights(&self.units[u])).unwrap_or(self.units.len());
+            if self.units[at..end].iter().any(|u| matches!(u, Unit::Attention(_))) {
                 for row in rows.iter() {
                     check_room(self.attends, row.state.0.position, self.capacity)?;
                 }
             }
-            if !m.unit(unit, bufs, &self.storages) {
-                for (row, b) in rows.iter_mut().zip(bufs.iter_mut()) {
-                    run(unit, b, &self.storages, &mut row.state.0, row.token as usize, self.threads);
-                }
-            }
+            self.per_row(at..end, rows, bufs);
+            at = end;
         }
         Ok(())
     }
+
+    /// The per-row units `segment` over every row. The rows are split into contiguous parts, one
+    /// per thread, when their states are large enough to pay for waking a thread; each further
+    /// thread runs its own copy of the units (whose scratch is its own), made once. A row runs
+    /// on its own buffers and state by the single step's code whichever thread runs it, so the
+    /// split changes no value.
+    fn per_row(&mut self, segment: std::ops::Range<usize>, rows: &mut [BatchRow<'_>], bufs: &mut [Vec<Vec<f32>>]) {
+        let (storages, threads) = (&self.storages, self.threads);
+        let run_rows = |units: &mut [Unit<'_, f32>], rows: &mut [BatchRow<'_>], bufs: &mut [Vec<Vec<f32>>]| {
+            for unit in units.iter_mut() {
+                for (row, b) in rows.iter_mut().zip(bufs.iter_mut()) {
+                    run(unit, b, storages, &mut row.state.0, row.token as usize, threads);
+                }
+            }
+        };
+        let work = self.store.values().saturating_mul(rows.len());
+        let pool = kernels::threads::pool().filter(|_| work >= self.split_rows_from);
+        let parts = self.threads.min(rows.len());
+        let Some(pool) = pool.filter(|_| parts > 1) else {
+            return run_rows(&mut self.units[segment], rows, bufs);
+        };
+        while self.spare_units.len() < parts - 1 {
+            self.spare_units.push(self.units.clone());
+        }
+        let per = rows.len().div_ceil(parts);
+        let mut units = std::iter::once(&mut self.units).chain(self.spare_units.iter_mut());
+        let mut jobs = rows.chunks_mut(per).zip(bufs.chunks_mut(per));
+        let (Some(first_units), Some((first_rows, first_bufs))) = (units.next(), jobs.next()) else { return };
+        let run_rows = &run_rows;
+        pool.in_place_scope(|s| {
+            for (units, (rows, bufs)) in units.zip(jobs) {
+                let segment = segment.clone();
+                s.spawn(move |_| run_rows(&mut units[segment], rows, bufs));
+            }
+            run_rows(&mut first_units[segment.clone()], first_rows, first_bufs);
+        });
+    }
 }
+
+/// The fewest state values (over all the rows of a batched step) for which its per-row units are
+/// split among threads: below it, waking a thread costs more than the half of the work it takes.
+pub(super) const PARALLEL_STATE_VALUES: usize = 1 << 18;
 
 /// The matrix units of a batched step over their gathered scratch.
 struct Matmat<'s> {
@@ -103,9 +152,16 @@ fn matmat(m: &Matrix, bufs: &[Vec<Vec<f32>>], x: usize, xs: &mut Vec<f32>, out: 
 }
 
 impl Matmat<'_> {
-    /// Runs `unit` over every row when it is a matrix unit (`true`); `false`, with nothing run,
-    /// for a unit that runs per row.
-    fn unit(&mut self, unit: &mut Unit<'_, f32>, bufs: &mut [Vec<Vec<f32>>], st: &[Keep]) -> bool {
+    /// Whether `unit` multiplies by a weight matrix (and so runs over all rows at once).
+    fn reads_weights(unit: &Unit<'_, f32>) -> bool {
+        matches!(
+            unit,
+            Unit::MatVec { .. } | Unit::MergedRows { .. } | Unit::MergedHeadHalves { .. } | Unit::SwiGlu { .. }
+        )
+    }
+
+    /// Runs the matrix unit `unit` over every row (a unit that runs per row is left as it is).
+    fn unit(&mut self, unit: &mut Unit<'_, f32>, bufs: &mut [Vec<Vec<f32>>], st: &[Keep]) {
         let threads = self.threads;
         match unit {
             Unit::MatVec { weight, x, out } => {
@@ -148,9 +204,8 @@ impl Matmat<'_> {
                     units::store(st[*out], &mut b[*out]);
                 }
             }
-            _ => return false,
+            _ => {}
         }
-        true
     }
 }
 

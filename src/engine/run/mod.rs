@@ -50,6 +50,12 @@ pub struct EngineRunner<'c, R = f32> {
     threads: usize,
     /// The scratch of [`EngineRunner::step_batch`] (empty until a batched step runs).
     batch: batched::BatchScratch,
+    /// The copies of `units` the further threads of a batched step run its per-row units with
+    /// (made at the first batched step that splits its rows).
+    spare_units: Vec<Vec<Unit<'c, R>>>,
+    /// The fewest state values, over all of a batched step's rows, for which its per-row units
+    /// are split among the threads ([`EngineRunner::with_rows_split_from`]).
+    split_rows_from: usize,
 }
 
 /// The machine's available parallelism, asked once per process: asking reads the cgroup files,
@@ -91,7 +97,17 @@ impl<'c, R: Real> EngineRunner<'c, R> {
             attends: plan.attends,
             threads,
             batch: batched::BatchScratch::default(),
+            spare_units: vec![],
+            split_rows_from: batched::PARALLEL_STATE_VALUES,
         })
+    }
+
+    /// Splits a batched step's per-row units among the threads once its rows' states hold at least
+    /// `values` values together (0: always, where there are two rows and two threads). The
+    /// default pays for waking a thread; the split changes no value (`tests/batch.rs` runs both).
+    pub fn with_rows_split_from(mut self, values: usize) -> Self {
+        self.split_rows_from = values;
+        self
     }
 
     /// Runs large matvecs on up to `threads` threads (at least one); the default is the machine's

@@ -17,6 +17,7 @@ use crate::engine::program::{Buf, Command, Program, StateLayout, StateRef};
 use crate::model::checkpoint::{Checkpoint, Tensor};
 
 /// A command resolved: buffer indices, typed state indices, borrowed weights and its scratch.
+#[derive(Clone)]
 pub(super) enum Unit<'c, R> {
     Embed {
         table: Matrix<'c>,
@@ -110,6 +111,7 @@ pub(super) enum Unit<'c, R> {
 }
 
 /// The attention unit resolved.
+#[derive(Clone)]
 pub(super) struct AttentionUnit<R> {
     pub q: usize,
     pub k: usize,

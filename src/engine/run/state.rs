@@ -224,6 +224,13 @@ impl<R: Real> Store<R> {
         z
     }
 
+    /// The number of values the store holds (conv windows, delta states and KV caches).
+    pub fn values(&self) -> usize {
+        let conv: usize = self.conv.iter().map(|c| c.values.len()).sum();
+        let delta: usize = self.delta.iter().map(|d| d.values.len()).sum();
+        conv + delta + self.kv.iter().map(|c| c.values.len()).sum::<usize>()
+    }
+
     /// Whether `other` has this store's states, in its order, with its dims and storages.
     pub fn same_layout(&self, other: &Store<R>) -> bool {
         let conv = |a: &ConvWindow<R>, b: &ConvWindow<R>| {
