@@ -9,6 +9,8 @@
 use std::arch::x86_64::*;
 
 #[cfg(target_arch = "x86_64")]
+use super::ahead::Spread;
+#[cfg(target_arch = "x86_64")]
 use super::simd::{Acc, both_paths, by_batch, chained, entry_points, finish, fma, fma2, pointers, zero};
 
 /// A float type as a row stores it.
@@ -93,24 +95,15 @@ entry_points! {
 
 /// Two rows of the same length against the vectors of one pass on the AVX2 path: each vector's
 /// values loaded once for both rows, each row's sums in the order [`row_avx2`]'s are (1 vector runs
-/// from registers: 8 chains and 2 weight registers).
+/// from registers: 8 chains and 2 weight registers), the lines of `ahead` asked for along the way.
+/// (On [`super::Isa::Avx512`] the two-row kernel is `float512.rs`'s.)
 ///
 /// # Safety
 /// AVX2, FMA and F16C are available.
 #[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn pair_avx2<E: Element>(rows: [&[u8]; 2], xs: &[&[f32]], outs: [&mut [f32]; 2]) {
-    // SAFETY: the caller's instruction sets, which are `avx2::pair`'s.
-    unsafe { by_batch!(avx2::pair[E], xs.len(), (rows, xs, outs)) }
-}
-
-/// [`pair_avx2`] compiled with 32 registers (3 vectors run from registers: 24 chains).
-///
-/// # Safety
-/// AVX2, FMA, F16C, AVX-512F and AVX-512VL are available.
-#[cfg(target_arch = "x86_64")]
-pub(super) unsafe fn pair_avx512<E: Element>(rows: [&[u8]; 2], xs: &[&[f32]], outs: [&mut [f32]; 2]) {
-    // SAFETY: the caller's instruction sets, which are `avx512::pair`'s.
-    unsafe { by_batch!(avx512::pair[E], xs.len(), (rows, xs, outs)) }
+pub(super) unsafe fn pair_avx2<E: Element>(rows: [&[u8]; 2], xs: &[&[f32]], outs: [&mut [f32]; 2], ahead: &[u8]) {
+    // SAFETY: the caller's instruction sets, which are `pair`'s.
+    unsafe { by_batch!(pair[E], xs.len(), (rows, xs, outs, ahead)) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -137,31 +130,37 @@ both_paths! {
             }
         }
     }
+}
 
-    /// Two rows' dot products with the `B` vectors of a pass, each as [`pass`] computes it.
-    pub(super) fn pair<E: Element, const B: usize>(rows: [&[u8]; 2], xs: &[&[f32]], outs: [&mut [f32]; 2]) {
-        assert_eq!(rows[0].len(), rows[1].len(), "a pair of rows of one length");
-        let cols = rows[0].len() / E::BYTES;
-        let p = pointers::<B>(xs, cols);
-        let whole = cols / 8 * 8;
+/// Two rows' dot products with the `B` vectors of a pass on the AVX2 path, each as [`avx2::pass`]
+/// computes it, the lines of `ahead` asked for along the way ([`Spread`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn pair<E: Element, const B: usize>(rows: [&[u8]; 2], xs: &[&[f32]], outs: [&mut [f32]; 2], ahead: &[u8]) {
+    assert_eq!(rows[0].len(), rows[1].len(), "a pair of rows of one length");
+    let cols = rows[0].len() / E::BYTES;
+    let p = pointers::<B>(xs, cols);
+    let whole = cols / 8 * 8;
+    // SAFETY: the instruction sets are this function's.
+    let mut acc: [Acc<B>; 2] = unsafe { [zero(), zero()] };
+    let mut spread = Spread::new(ahead, whole / 8);
+    chained(whole / 8, |i, chain| {
+        spread.step();
+        let at = 8 * i;
+        // SAFETY: the instruction sets are this function's; `at + 8 <= cols`, within both rows
+        // (of one length) and each vector, as in `pass`.
+        unsafe {
+            let w = rows.map(|row| E::widen8(row.as_ptr().add(at * E::BYTES)));
+            fma2(&mut acc, w, &p, at, chain);
+        }
+    });
+    spread.finish();
+    for ((acc, row), out) in acc.iter().zip(rows).zip(outs) {
         // SAFETY: the instruction sets are this function's.
-        let mut acc: [Acc<B>; 2] = unsafe { [zero(), zero()] };
-        chained(whole / 8, |i, chain| {
-            let at = 8 * i;
-            // SAFETY: the instruction sets are this function's; `at + 8 <= cols`, within both rows
-            // (of one length) and each vector, as in `pass`.
-            unsafe {
-                let w = rows.map(|row| E::widen8(row.as_ptr().add(at * E::BYTES)));
-                fma2(&mut acc, w, &p, at, chain);
-            }
-        });
-        for ((acc, row), out) in acc.iter().zip(rows).zip(outs) {
-            // SAFETY: the instruction sets are this function's.
-            unsafe { finish(acc, out) };
-            for (x, o) in xs.iter().zip(out.iter_mut()) {
-                for c in whole..cols {
-                    *o += E::widen(&row[c * E::BYTES..]) * x[c];
-                }
+        unsafe { finish(acc, out) };
+        for (x, o) in xs.iter().zip(out.iter_mut()) {
+            for c in whole..cols {
+                *o += E::widen(&row[c * E::BYTES..]) * x[c];
             }
         }
     }

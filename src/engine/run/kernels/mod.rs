@@ -35,6 +35,8 @@
 
 mod ahead;
 mod float;
+#[cfg(target_arch = "x86_64")]
+mod float512;
 mod kquants;
 mod q8_0;
 pub mod q8k;
@@ -43,6 +45,12 @@ mod simd;
 pub mod threads;
 
 use std::sync::OnceLock;
+
+#[cfg(not(target_arch = "x86_64"))]
+use float::Element as FloatElement;
+/// A float type with kernels on every path this target compiles.
+#[cfg(target_arch = "x86_64")]
+use float512::Element512 as FloatElement;
 
 use crate::engine::numerics::KquantInputs;
 use crate::formats::gguf::GgmlType;
@@ -156,8 +164,9 @@ pub enum Isa {
     /// x86-64 AVX2 with FMA and F16C: 8 f32 lanes per register, 16 registers.
     Avx2,
     /// [`Isa::Avx2`]'s operations compiled with AVX-512F and VL enabled too: 32 registers hold the
-    /// accumulators of more vectors per pass over a row. Its values are [`Isa::Avx2`]'s, bit for
-    /// bit (`tests/kernels.rs`).
+    /// accumulators of more vectors per pass over a row; and the float types' two-row kernel in
+    /// 512-bit registers, two chains to a register (`float512.rs`). Its values are [`Isa::Avx2`]'s,
+    /// bit for bit (`tests/kernels.rs`).
     Avx512,
 }
 
@@ -220,7 +229,8 @@ struct Kernel {
 
 /// Two rows' dot products with a pass's vectors, into `outs[0]` and `outs[1]`.
 #[cfg(target_arch = "x86_64")]
-type PairKernel = unsafe fn(rows: [&[u8]; 2], xs: &[&[f32]], outs: [&mut [f32]; 2]);
+/// Along the way it asks for the lines of its last argument ([`ahead::Spread`]).
+type PairKernel = unsafe fn(rows: [&[u8]; 2], xs: &[&[f32]], outs: [&mut [f32]; 2], ahead: &[u8]);
 
 impl Kernel {
     /// The most vectors a pass on `isa` serves.
@@ -250,13 +260,13 @@ fn kernel(ty: GgmlType) -> Option<Kernel> {
         };
     }
     /// A float type's kernels: a row at a time, and two rows at a time for a batch.
-    fn float_kernel<E: float::Element>() -> Kernel {
+    fn float_kernel<E: FloatElement>() -> Kernel {
         k!(
             float::row_scalar::<E>,
             float::row_avx2::<E>,
             float::row_avx512::<E>,
             (3, 7),
-            pair: (float::pair_avx2::<E>, float::pair_avx512::<E>, (1, 3))
+            pair: (float::pair_avx2::<E>, float512::pair_avx512::<E>, (1, float512::MOST))
         )
     }
     Some(match ty {
@@ -376,17 +386,16 @@ fn rows(isa: Isa, m: &Matrix, xs: &[&[f32]], outs: &mut [&mut [f32]]) {
                 if let Some((pair, _)) = pair
                     && r + 1 < end
                 {
-                    ahead.step();
                     // SAFETY: `matmat_with` keeps a SIMD path only where `detected()` found its
                     // instruction sets on this machine (`Isa::available`), which `pair` runs.
-                    unsafe { pair([m.row(r), m.row(r + 1)], xs, [&mut *a, &mut *b]) };
+                    unsafe { pair([m.row(r), m.row(r + 1)], xs, [&mut *a, &mut *b], ahead.share()) };
                     for ((o, va), vb) in outs.iter_mut().zip(a.iter()).zip(b.iter()) {
                         (o[r], o[r + 1]) = (*va, *vb);
                     }
                     r += 2;
                     continue;
                 }
-                ahead.step();
+                ahead::ask_all(ahead.share());
                 one(m.row(r), xs, a);
                 for (o, v) in outs.iter_mut().zip(a.iter()) {
                     o[r] = *v;

@@ -14,7 +14,9 @@
 //!
 //! The two SIMD paths are the same operations compiled twice ([`both_paths!`]): for AVX2 (16 vector
 //! registers) and with AVX-512F and VL also enabled, whose 32 registers hold the chains of more
-//! vectors per pass; no AVX-512 instruction is asked for, and none changes a value.
+//! vectors per pass; no AVX-512 instruction is asked for, and none changes a value. (One kernel is
+//! written apart for AVX-512, the float types' two rows at a time: `float512.rs` keeps these chains
+//! two to a 512-bit register.)
 //!
 //! Every function here is `unsafe`: each runs AVX2 and FMA instructions, which the caller has
 //! checked the machine has ([`super::detected`]), and [`fma`] also reads through raw pointers,
