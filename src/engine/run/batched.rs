@@ -151,6 +151,27 @@ fn matmat(m: &Matrix, bufs: &[Vec<Vec<f32>>], x: usize, xs: &mut Vec<f32>, out: 
     kernels::matmat(m, xs, bufs.len(), out, threads);
 }
 
+/// `units::glu` over a batch's gathered FFN values, split among the threads when there are many
+/// (each value is the same function of its own two inputs, wherever it runs).
+fn glu(hidden: &mut [f32], up: &[f32], threads: usize) {
+    let parts = if hidden.len() >= PARALLEL_GLU_VALUES { threads } else { 1 };
+    let Some(pool) = kernels::threads::pool().filter(|_| parts > 1) else {
+        return units::glu(hidden, up);
+    };
+    let per = hidden.len().div_ceil(parts);
+    let mut jobs = hidden.chunks_mut(per).zip(up.chunks(per));
+    let Some((first_hidden, first_up)) = jobs.next() else { return };
+    pool.in_place_scope(|s| {
+        for (hidden, up) in jobs {
+            s.spawn(move |_| units::glu(hidden, up));
+        }
+        units::glu(first_hidden, first_up);
+    });
+}
+
+/// The fewest FFN values for which [`glu`] splits them among threads (each costs an `exp`).
+const PARALLEL_GLU_VALUES: usize = 1 << 14;
+
 impl Matmat<'_> {
     /// Whether `unit` multiplies by a weight matrix (and so runs over all rows at once).
     fn reads_weights(unit: &Unit<'_, f32>) -> bool {
@@ -193,7 +214,7 @@ impl Matmat<'_> {
                 matmat(gate, bufs, *x, self.xs, self.outs, threads);
                 let mut ups = mem::take(self.ups);
                 matmat(up, bufs, *x, self.xs, &mut ups, threads);
-                units::glu(self.outs, &ups);
+                glu(self.outs, &ups, threads);
                 *self.ups = ups;
                 let n = down.rows();
                 self.xs.clear();
