@@ -28,6 +28,7 @@ use std::collections::VecDeque;
 
 use super::plan::{Row, SlotOp, SlotPlan};
 use super::{BatchError, BatchProgram, StateIndex};
+use crate::engine::run::kernels::threads;
 use crate::engine::run::{BatchRow, EngineRunner, EngineState, Noisy, Real, Rounding, RunError, RunnerState, Shadowed};
 use crate::model::checkpoint::Checkpoint;
 
@@ -93,11 +94,51 @@ pub enum BatchRunError {
 }
 
 /// A storage of the pool: a state and its snapshots, newest first.
-#[derive(Clone)]
 struct Held<R> {
     state: RunnerState<R>,
     snaps: VecDeque<RunnerState<R>>,
 }
+
+impl<R: Real> Clone for Held<R> {
+    fn clone(&self) -> Self {
+        Held { state: self.state.clone(), snaps: self.snaps.clone() }
+    }
+}
+
+impl<R: Real> Held<R> {
+    /// Keeps a copy of the state as the newest snapshot, at most `keep` of them: once `keep` are
+    /// held, the oldest one's buffers take the copy.
+    fn snapshot(&mut self, keep: usize) {
+        let recycled = if self.snaps.len() >= keep { self.snaps.pop_back() } else { None };
+        let snap = match recycled {
+            Some(mut old) => {
+                old.clone_from(&self.state);
+                old
+            }
+            None => self.state.clone(),
+        };
+        self.snaps.push_front(snap);
+        self.snaps.truncate(keep);
+    }
+}
+
+/// Each of `held` (distinct storages, each of states of `values` values) snapshotted
+/// ([`Held::snapshot`]), split among the kernels' threads when there is enough to copy: each copy
+/// is its own storage's, wherever it runs.
+fn snapshot_all<R: Real>(held: &mut [&mut Held<R>], keep: usize, values: usize) {
+    let pool = threads::pool().filter(|_| held.len() > 1 && values.saturating_mul(held.len()) >= PARALLEL_COPY_VALUES);
+    let Some(pool) = pool else {
+        return held.iter_mut().for_each(|h| h.snapshot(keep));
+    };
+    let (first, rest) = held.split_at_mut(held.len() / 2);
+    pool.in_place_scope(|s| {
+        s.spawn(move |_| rest.iter_mut().for_each(|h| h.snapshot(keep)));
+        first.iter_mut().for_each(|h| h.snapshot(keep));
+    });
+}
+
+/// The fewest state values, over a step's rows, for which [`snapshot_all`] splits the copies.
+const PARALLEL_COPY_VALUES: usize = 1 << 18;
 
 /// What a plan's steps returned: the logits of every row of every step, padding rows included.
 #[derive(Clone, Debug, PartialEq)]
@@ -213,11 +254,9 @@ impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
     /// snapshotted first; padding rows on fresh scratch states. With no storage shared, this is
     /// the rows one after another.
     fn at_once(&mut self, rows: &[Row], at: &[Option<usize>]) -> Result<Vec<Vec<R>>, RunError> {
-        for &i in at.iter().flatten() {
-            let h = &mut self.store[i];
-            h.snaps.push_front(h.state.clone());
-            h.snaps.truncate(self.snapshots);
-        }
+        let mut rows_held: Vec<&mut Held<R>> =
+            self.store.iter_mut().enumerate().filter(|(i, _)| at.contains(&Some(*i))).map(|(_, h)| h).collect();
+        snapshot_all(&mut rows_held, self.snapshots, self.fresh.len());
         let mut scratch: Vec<RunnerState<R>> = at.iter().filter(|a| a.is_none()).map(|_| self.fresh.clone()).collect();
         let mut pads = scratch.iter_mut();
         let mut held: Vec<Option<&mut RunnerState<R>>> = self.store.iter_mut().map(|h| Some(&mut h.state)).collect();
@@ -247,8 +286,7 @@ impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
         match (at, scratch.as_mut()) {
             (Some(i), _) => {
                 let h = &mut self.store[i];
-                h.snaps.push_front(h.state.clone());
-                h.snaps.truncate(self.snapshots);
+                h.snapshot(self.snapshots);
                 self.runner.swap_state(&mut h.state)?;
             }
             (None, Some(s)) => self.runner.swap_state(s)?,

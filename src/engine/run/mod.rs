@@ -187,8 +187,19 @@ impl<R: Real> EngineRunner<'_, R> {
 /// A runner's whole carried state, opaque: what a batched engine keeps per slot and swaps into
 /// the runner (with [`EngineRunner::swap_state`]) for the row that uses the slot. Its values are
 /// in the runner's arithmetic `R` (the engine's f32 by default).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct RunnerState<R = f32>(Store<R>);
+
+impl<R: Real> Clone for RunnerState<R> {
+    fn clone(&self) -> Self {
+        RunnerState(self.0.clone())
+    }
+
+    /// A copy of `source` into this state's own buffers where the layouts agree.
+    fn clone_from(&mut self, source: &Self) {
+        self.0.copy_from(&source.0);
+    }
+}
 
 impl<R: Real> RunnerState<R> {
     /// The state in the engine's layouts, as plain data.
@@ -199,6 +210,16 @@ impl<R: Real> RunnerState<R> {
     /// The position of the next token.
     pub fn position(&self) -> usize {
         self.0.position
+    }
+
+    /// The number of values the state holds (conv windows, delta states and KV caches).
+    pub fn len(&self) -> usize {
+        self.0.values()
+    }
+
+    /// Whether the state holds no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

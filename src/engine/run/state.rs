@@ -231,6 +231,28 @@ impl<R: Real> Store<R> {
         conv + delta + self.kv.iter().map(|c| c.values.len()).sum::<usize>()
     }
 
+    /// This store made a copy of `other`, into its own buffers where the layouts agree (a
+    /// snapshot taken every step then allocates nothing).
+    pub fn copy_from(&mut self, other: &Store<R>) {
+        if !self.same_layout(other) {
+            *self = other.clone();
+            return;
+        }
+        self.position = other.position;
+        for (a, b) in self.conv.iter_mut().zip(&other.conv) {
+            a.keep = b.keep;
+            a.values.copy_from_slice(&b.values);
+        }
+        for (a, b) in self.delta.iter_mut().zip(&other.delta) {
+            a.keep = b.keep;
+            a.values.copy_from_slice(&b.values);
+        }
+        for (a, b) in self.kv.iter_mut().zip(&other.kv) {
+            (a.keep, a.filled) = (b.keep, b.filled);
+            a.values.copy_from_slice(&b.values);
+        }
+    }
+
     /// Whether `other` has this store's states, in its order, with its dims and storages.
     pub fn same_layout(&self, other: &Store<R>) -> bool {
         let conv = |a: &ConvWindow<R>, b: &ConvWindow<R>| {
