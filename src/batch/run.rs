@@ -123,17 +123,16 @@ impl<R: Real> Held<R> {
 }
 
 /// Each of `held` (distinct storages, each of states of `values` values) snapshotted
-/// ([`Held::snapshot`]), split among the kernels' threads when there is enough to copy: each copy
-/// is its own storage's, wherever it runs.
+/// ([`Held::snapshot`]), split among the kernels' threads (the pool's workers and this one) when
+/// there is enough to copy: each copy is its own storage's, wherever it runs.
 fn snapshot_all<R: Real>(held: &mut [&mut Held<R>], keep: usize, values: usize) {
-    let pool = threads::pool().filter(|_| held.len() > 1 && values.saturating_mul(held.len()) >= PARALLEL_COPY_VALUES);
-    let Some(pool) = pool else {
+    if held.len() < 2 || values.saturating_mul(held.len()) < PARALLEL_COPY_VALUES {
         return held.iter_mut().for_each(|h| h.snapshot(keep));
-    };
-    let (first, rest) = held.split_at_mut(held.len() / 2);
-    pool.in_place_scope(|s| {
-        s.spawn(move |_| rest.iter_mut().for_each(|h| h.snapshot(keep)));
-        first.iter_mut().for_each(|h| h.snapshot(keep));
+    }
+    let parts = threads::pool().map_or(1, |p| p.current_num_threads() + 1).min(held.len());
+    let per = held.len().div_ceil(parts);
+    threads::each_part(held.chunks_mut(per), &|part: &mut [&mut Held<R>]| {
+        part.iter_mut().for_each(|h| h.snapshot(keep))
     });
 }
 

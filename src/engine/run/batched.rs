@@ -104,26 +104,17 @@ impl EngineRunner<'_, f32> {
             }
         };
         let work = self.store.values().saturating_mul(rows.len());
-        let pool = kernels::threads::pool().filter(|_| work >= self.split_rows_from);
-        let parts = self.threads.min(rows.len());
-        let Some(pool) = pool.filter(|_| parts > 1) else {
+        let parts = if work >= self.split_rows_from { self.threads.min(rows.len()) } else { 1 };
+        if parts <= 1 {
             return run_rows(&mut self.units[segment], rows, bufs);
-        };
+        }
         while self.spare_units.len() < parts - 1 {
             self.spare_units.push(self.units.clone());
         }
         let per = rows.len().div_ceil(parts);
-        let mut units = std::iter::once(&mut self.units).chain(self.spare_units.iter_mut());
-        let mut jobs = rows.chunks_mut(per).zip(bufs.chunks_mut(per));
-        let (Some(first_units), Some((first_rows, first_bufs))) = (units.next(), jobs.next()) else { return };
-        let run_rows = &run_rows;
-        pool.in_place_scope(|s| {
-            for (units, (rows, bufs)) in units.zip(jobs) {
-                let segment = segment.clone();
-                s.spawn(move |_| run_rows(&mut units[segment], rows, bufs));
-            }
-            run_rows(&mut first_units[segment.clone()], first_rows, first_bufs);
-        });
+        let units = std::iter::once(&mut self.units).chain(self.spare_units.iter_mut());
+        let jobs = units.zip(rows.chunks_mut(per).zip(bufs.chunks_mut(per)));
+        kernels::threads::each_part(jobs, &|(units, (rows, bufs))| run_rows(&mut units[segment.clone()], rows, bufs));
     }
 }
 
@@ -154,19 +145,11 @@ fn matmat(m: &Matrix, bufs: &[Vec<Vec<f32>>], x: usize, xs: &mut Vec<f32>, out: 
 /// `units::glu` over a batch's gathered FFN values, split among the threads when there are many
 /// (each value is the same function of its own two inputs, wherever it runs).
 fn glu(hidden: &mut [f32], up: &[f32], threads: usize) {
-    let parts = if hidden.len() >= PARALLEL_GLU_VALUES { threads } else { 1 };
-    let Some(pool) = kernels::threads::pool().filter(|_| parts > 1) else {
+    if hidden.len() < PARALLEL_GLU_VALUES || threads <= 1 {
         return units::glu(hidden, up);
-    };
-    let per = hidden.len().div_ceil(parts);
-    let mut jobs = hidden.chunks_mut(per).zip(up.chunks(per));
-    let Some((first_hidden, first_up)) = jobs.next() else { return };
-    pool.in_place_scope(|s| {
-        for (hidden, up) in jobs {
-            s.spawn(move |_| units::glu(hidden, up));
-        }
-        units::glu(first_hidden, first_up);
-    });
+    }
+    let per = hidden.len().div_ceil(threads);
+    kernels::threads::each_part(hidden.chunks_mut(per).zip(up.chunks(per)), &|(hidden, up)| units::glu(hidden, up));
 }
 
 /// The fewest FFN values for which [`glu`] splits them among threads (each costs an `exp`).

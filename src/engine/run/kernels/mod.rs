@@ -227,9 +227,10 @@ struct Kernel {
     pair: Option<(PairKernel, PairKernel, (usize, usize))>,
 }
 
-/// Two rows' dot products with a pass's vectors, into `outs[0]` and `outs[1]`.
+/// Two rows' dot products with a pass's vectors, into `outs[0]` and `outs[1]`, asking along the way
+/// for the lines of its last argument ([`ahead::Spread`]). Callable only where [`detected`] found
+/// its path's instruction sets.
 #[cfg(target_arch = "x86_64")]
-/// Along the way it asks for the lines of its last argument ([`ahead::Spread`]).
 type PairKernel = unsafe fn(rows: [&[u8]; 2], xs: &[&[f32]], outs: [&mut [f32]; 2], ahead: &[u8]);
 
 impl Kernel {

@@ -47,6 +47,23 @@ pub(crate) fn pool() -> Option<&'static rayon::ThreadPool> {
     .as_ref()
 }
 
+/// Runs `work` on each of `jobs` (parts of one computation, each touching only its own data): the
+/// first on the calling thread, the others on the persistent workers, all finished on return; one
+/// after another where the pool could not start.
+pub fn each_part<J: Send>(jobs: impl IntoIterator<Item = J>, work: &(dyn Fn(J) + Sync)) {
+    let mut jobs = jobs.into_iter();
+    let Some(first) = jobs.next() else { return };
+    match pool() {
+        Some(pool) => pool.in_place_scope(|s| {
+            for job in jobs {
+                s.spawn(move |_| work(job));
+            }
+            work(first);
+        }),
+        None => std::iter::once(first).chain(jobs).for_each(work),
+    }
+}
+
 /// Runs `part` over `m`'s rows split into up to `threads` parts with [`DEFAULT`].
 pub fn over_rows(m: &Matrix, xs: &[&[f32]], outs: &mut [&mut [f32]], threads: usize, part: &Part) {
     over_rows_with(DEFAULT, m, xs, outs, threads, part)
