@@ -13,7 +13,9 @@
 //!    after one step untimed, each of `STEPS` steps timed on its own.
 //!
 //! Each figure is the median over the rounds (and, for the second, over their steps); the ratio
-//! is of the medians, and the rounds' range is printed beside it.
+//! is of the medians, and the rounds' range is printed beside it. Beside it too, the median (and
+//! range) of each round's own ratio: its two sides timed one after the other, so that a slow
+//! minute of a shared machine falls on both.
 //!
 //! `bench_batch engine B` times only the engine's batched step of `B` states, for a profile of it.
 
@@ -114,13 +116,23 @@ fn main() {
         }
     }
     let ratio = |x: &[Vec<f64>; 2]| median(x[1].clone()) / median(x[0].clone());
+    // Each round's own ratio (its step of 8 over its step of 1, timed one after the other), so
+    // that a slow minute of the machine falls on both sides of a ratio.
+    let paired = |x: &[Vec<f64>; 2], per: usize| -> Vec<f64> {
+        let round = |v: &[f64], r: usize| median(v[r * per..(r + 1) * per].to_vec());
+        (0..rounds).map(|r| round(&x[1], r) / round(&x[0], r)).collect()
+    };
+    let shown_ratios = |xs: Vec<f64>| {
+        let (lo, hi) = xs.iter().fold((f64::MAX, 0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        format!("{:.2} ({:.2}–{:.2})", median(xs), lo, hi)
+    };
     println!("0.8B, f32, {} threads, {rounds} rounds, each 1 and {BATCH} sequences in turn; median (range)", threads());
     println!("through the pool (BatchRunner, a snapshot per row; a warm step: {STEPS} steps after the first):");
     println!("  step of 1 sequence:  {}", shown(&pool[0]));
     println!("  step of {BATCH} sequences: {}", shown(&pool[1]));
-    println!("  ratio: {:.2} (aim: ≤ 1.5)", ratio(&pool));
+    println!("  ratio: {:.2} (aim: ≤ 1.5); each round's: {}", ratio(&pool), shown_ratios(paired(&pool, 1)));
     println!("the engine's batched step alone (EngineRunner::step_batch, {STEPS} steps after the first):");
     println!("  step of 1 sequence:  {}", shown(&engine[0]));
     println!("  step of {BATCH} sequences: {}", shown(&engine[1]));
-    println!("  ratio: {:.2} (aim: ≤ 1.5)", ratio(&engine));
+    println!("  ratio: {:.2} (aim: ≤ 1.5); each round's: {}", ratio(&engine), shown_ratios(paired(&engine, STEPS)));
 }
