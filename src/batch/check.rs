@@ -166,13 +166,13 @@ pub fn check(
 }
 
 /// Each sequence's reference runner and the history it has been fed.
-struct Reference<'g, 'c> {
-    graph: &'g Graph,
+struct Reference<'c> {
+    graph: &'c Graph,
     checkpoint: &'c Checkpoint,
     runners: HashMap<Seq, (Vec<u32>, Runner<'c>)>,
 }
 
-impl<'c> Reference<'_, 'c> {
+impl<'c> Reference<'c> {
     /// `seq`'s runner after feeding `history` from the zero state (replayed when the runner holds
     /// another history: after a fork or a rollback).
     fn at(&mut self, seq: Seq, history: &[u32]) -> Result<&mut (Vec<u32>, Runner<'c>), CheckError> {

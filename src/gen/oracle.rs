@@ -12,6 +12,7 @@
 //! for a reason that cannot hide a wrong structure ([`Inconclusive`]).
 
 use std::fmt;
+use std::rc::Rc;
 
 use super::case::{Case, Drawn, Input};
 use super::mutation::Stage;
@@ -27,15 +28,17 @@ use crate::prove::{ProofOutcome, ProofVerdict, prove};
 
 /// Every stage of a case: the authored graph, the graph `lower_graph` reads, and what it made of it.
 #[derive(Clone, Debug)]
+///
+/// A stage that leaves its graph as it is shares it with the stage before (one `Rc`, not a copy).
 pub struct Trace {
     /// The step the author wrote (for a spec), before any mutation.
-    pub authored: Option<Graph>,
+    pub authored: Option<Rc<Graph>>,
     /// The graph the engine's shim left and `lower_graph_with` read (mutated at its stage).
-    pub fused: Graph,
+    pub fused: Rc<Graph>,
     /// The graph the shim was given (the authored step or the case's graph, mutated when the
     /// mutation is of the authored graph) and what the shim made of it, before any mutation of
     /// the fused graph: the pair [`crate::check::compare_graphs`] judges.
-    pub shim: (Graph, Graph),
+    pub shim: (Rc<Graph>, Rc<Graph>),
     pub lowered: Result<Program, LowerError>,
 }
 
@@ -50,27 +53,31 @@ pub fn trace(case: &Case) -> Result<Trace, String> {
 fn trace_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Result<Trace, String> {
     let shim = case.shim();
     let authored = match (&case.input, authored) {
-        (Input::Spec(_), Some(g)) => Some(g),
-        (Input::Spec(spec), None) => Some(decode_step(spec).map_err(|e| format!("the author refused the spec: {e}"))?),
+        (Input::Spec(_), Some(g)) => Some(Rc::new(g)),
+        (Input::Spec(spec), None) => {
+            Some(Rc::new(decode_step(spec).map_err(|e| format!("the author refused the spec: {e}"))?))
+        }
         (Input::Graph { .. }, _) => None,
     };
-    let mutate = |g: Graph, at: Stage| match &case.mutation {
-        Some(m) if m.stage() == at => m.apply(&g).ok_or_else(|| format!("the mutation `{m}` does not apply")),
-        _ => Ok(g),
+    let mutate = |g: &Rc<Graph>, at: Stage| match &case.mutation {
+        Some(m) if m.stage() == at => {
+            m.apply(g).map(Rc::new).ok_or_else(|| format!("the mutation `{m}` does not apply"))
+        }
+        _ => Ok(Rc::clone(g)),
     };
     let mutated_after_default_shim =
         case.without.is_none() && case.mutation.as_ref().is_some_and(|m| m.stage() == Stage::Fused);
     let input = match (&case.input, &authored) {
-        (Input::Graph { graph, .. }, _) => graph.clone(),
-        (_, Some(g)) => g.clone(),
+        (Input::Graph { graph, .. }, _) => Rc::new(graph.clone()),
+        (_, Some(g)) => Rc::clone(g),
         (_, None) => return Err("no step to lower".into()),
     };
-    let input = mutate(input, Stage::Authored)?;
-    let prepared = match fused {
+    let input = mutate(&input, Stage::Authored)?;
+    let prepared = Rc::new(match fused {
         Some(f) if mutated_after_default_shim => f,
         _ => shim.prepare(&input),
-    };
-    let fused = mutate(prepared.clone(), Stage::Fused)?;
+    });
+    let fused = mutate(&prepared, Stage::Fused)?;
     let lowered = lower_graph_with(&fused, case.numerics, &shim);
     Ok(Trace { authored, fused, shim: (input, prepared), lowered })
 }
@@ -158,7 +165,7 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
         if let Ok(Some(witness)) = compare_graph_runs(&t.shim.0, &a, &t.shim.1, &f) {
             return Judgement::Failure(Failure::MisFused { witness, found: outcome });
         }
-        fused_run = Some(f).filter(|_| t.fused == t.shim.1);
+        fused_run = Some(f).filter(|_| Rc::ptr_eq(&t.fused, &t.shim.1) || t.fused == t.shim.1);
     }
     let wrong = |message: String| {
         expected
@@ -170,7 +177,7 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
         Err(error) => return wrong(error.to_string()).unwrap_or(Judgement::Refused { error }),
         Ok(p) => p,
     };
-    let proof = match prove_trace(case, t.authored.as_ref(), &t.fused, &program) {
+    let proof = match prove_trace(case, t.authored.as_deref(), &t.fused, &program) {
         ProofVerdict::Refuted(r) => {
             let refutation = ProofVerdict::Refuted(r).to_string();
             return Judgement::Failure(Failure::Refuted { refutation, program: program.to_string() });

@@ -62,7 +62,7 @@ impl StateSnapshot {
 
 /// Runs a graph step by step on a checkpoint it borrows, carrying the graph's state.
 pub struct Runner<'c> {
-    graph: Graph,
+    graph: &'c Graph,
     /// The start-of-step value of each state of the graph, in the order of `graph.states`.
     state: Vec<Value<'c>>,
     /// The value of each tensor, by id, during a step. Between steps it holds the view of each
@@ -74,7 +74,7 @@ pub struct Runner<'c> {
 impl<'c> Runner<'c> {
     /// A runner of `graph` on `checkpoint`, at the start state. The graph must be valid, and every
     /// constant must bind to a checkpoint tensor whose values fill its shape.
-    pub fn new(graph: &Graph, checkpoint: &'c Checkpoint) -> Result<Runner<'c>, InterpError> {
+    pub fn new(graph: &'c Graph, checkpoint: &'c Checkpoint) -> Result<Runner<'c>, InterpError> {
         graph.validate()?;
         bind::check(graph, checkpoint)?;
         let mut env: Vec<Option<Value<'c>>> = vec![None; graph.tensors.len()];
@@ -94,7 +94,7 @@ impl<'c> Runner<'c> {
                 .ok_or_else(|| InterpError::State { state: graph.name_of(s.read).to_string(), ty: ty.clone() })?;
             state.push(start);
         }
-        Ok(Runner { graph: graph.clone(), state, env })
+        Ok(Runner { graph, state, env })
     }
 
     /// Runs one step on `token`: returns its logits and carries the state to the next step. A step
