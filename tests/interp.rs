@@ -780,3 +780,30 @@ fn nan_weights_give_nan_logits_not_a_panic() {
     let top = apply(&OpKind::TopK { k: 2, renormalize: true }, &[v(&[f32::NAN, 1., f32::NAN])]);
     assert_eq!(top[0].len(), 3);
 }
+
+/// Runners that share one checkpoint's decoded constants (`Runner::with_decoded`, as the check runs
+/// a case's authored and fused graphs) compute what runners decoding their own do, to the bit,
+/// whichever runs first: the two graphs bind some tensors through different views.
+#[test]
+fn runners_sharing_decoded_constants_compute_what_runners_on_their_own_do() {
+    use stepcheck::engine::shim::EngineShim;
+    use stepcheck::interp::Decoded;
+    for name in ["tiny", "tiny-tied", "small"] {
+        let spec = presets::preset(name).expect("a preset");
+        let authored = decode_step(&spec).expect("a graph");
+        let fused = EngineShim::default().prepare(&authored);
+        let ckpt = random_checkpoint(&spec, 5);
+        let run = |runner: Result<Runner<'_>, InterpError>| {
+            let mut runner = runner.expect("a runner");
+            [3u32, 1, 4].map(|t| runner.step(t).expect("a step"))
+        };
+        let alone = [run(Runner::new(&authored, &ckpt)), run(Runner::new(&fused, &ckpt))];
+        for order in [[&authored, &fused], [&fused, &authored]] {
+            let decoded = Decoded::default();
+            let shared = order.map(|g| run(Runner::with_decoded(g, &ckpt, &decoded)));
+            let want =
+                if std::ptr::eq(order[0], &authored) { alone.clone() } else { [alone[1].clone(), alone[0].clone()] };
+            assert_eq!(shared, want, "{name}");
+        }
+    }
+}

@@ -22,7 +22,7 @@ pub use verdict::{Stage, Unjudged, Verdict, Witness};
 use crate::engine::numerics::Numerics;
 use crate::engine::program::Program;
 use crate::engine::run::{EngineRunner, Noisy, Real, Rounding, RunError, Shadowed, StateValue};
-use crate::interp::{InterpError, Runner, StateSnapshot};
+use crate::interp::{Decoded, InterpError, Runner, StateSnapshot};
 use crate::ir::Graph;
 use crate::model::Checkpoint;
 
@@ -145,8 +145,9 @@ pub fn compare_graphs(
     checkpoint: &Checkpoint,
     tokens: &[u32],
 ) -> Result<Option<Witness>, CheckError> {
-    let a = reference_run(authored, checkpoint, tokens)?;
-    let f = reference_run(fused, checkpoint, tokens)?;
+    let decoded = Decoded::default();
+    let a = reference_run_with(authored, checkpoint, tokens, &decoded)?;
+    let f = reference_run_with(fused, checkpoint, tokens, &decoded)?;
     compare_graph_runs(authored, &a, fused, &f)
 }
 
@@ -190,10 +191,21 @@ pub struct ReferenceRun {
 /// Runs `graph` in the reference interpreter on `checkpoint` over `tokens` (at least
 /// [`MIN_STEPS`]).
 pub fn reference_run(graph: &Graph, checkpoint: &Checkpoint, tokens: &[u32]) -> Result<ReferenceRun, CheckError> {
+    reference_run_with(graph, checkpoint, tokens, &Decoded::default())
+}
+
+/// [`reference_run`], sharing the small constants' decoded values with the other runs on
+/// `checkpoint` that `decoded` served ([`Runner::with_decoded`]).
+pub fn reference_run_with<'c>(
+    graph: &'c Graph,
+    checkpoint: &'c Checkpoint,
+    tokens: &[u32],
+    decoded: &Decoded<'c>,
+) -> Result<ReferenceRun, CheckError> {
     if tokens.len() < MIN_STEPS {
         return Err(CheckError::TooFewSteps { steps: tokens.len() });
     }
-    let mut runner = Runner::new(graph, checkpoint)?;
+    let mut runner = Runner::with_decoded(graph, checkpoint, decoded)?;
     let logits = tokens.iter().map(|&t| runner.step(t)).collect::<Result<Vec<_>, _>>()?;
     Ok(ReferenceRun { logits, state: runner.state() })
 }

@@ -18,9 +18,10 @@ use super::case::{Case, Drawn, Input};
 use super::mutation::Stage;
 use super::outcome::{Expected, Outcome};
 pub use super::stats::Stats;
-use crate::check::{Unjudged, Verdict, Witness, compare, compare_graph_runs, compare_with, reference_run};
+use crate::check::{Unjudged, Verdict, Witness, compare, compare_graph_runs, compare_with, reference_run_with};
 use crate::engine::Program;
 use crate::engine::lower::{LowerError, lower_graph_with};
+use crate::interp::Decoded;
 use crate::ir::Graph;
 use crate::model::author::decode_step;
 use crate::model::random::random_checkpoint;
@@ -159,8 +160,9 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
     // same checkpoint and tokens, run once.
     let mut fused_run = None;
     if let Some(ckpt) = &checkpoint
-        && let Ok(a) = reference_run(&t.shim.0, ckpt, &tokens)
-        && let Ok(f) = reference_run(&t.shim.1, ckpt, &tokens)
+        && let decoded = Decoded::default()
+        && let Ok(a) = reference_run_with(&t.shim.0, ckpt, &tokens, &decoded)
+        && let Ok(f) = reference_run_with(&t.shim.1, ckpt, &tokens, &decoded)
     {
         if let Ok(Some(witness)) = compare_graph_runs(&t.shim.0, &a, &t.shim.1, &f) {
             return Judgement::Failure(Failure::MisFused { witness, found: outcome });

@@ -13,6 +13,7 @@ mod values;
 use crate::ir::{Graph, GraphError, StateKind, Ty};
 use crate::model::bind::{self, BindError};
 use crate::model::checkpoint::Checkpoint;
+pub use values::Decoded;
 use values::{ConstView, Fault, Value};
 
 /// Why the interpreter cannot start on a graph and checkpoint, or cannot finish a step.
@@ -75,6 +76,16 @@ impl<'c> Runner<'c> {
     /// A runner of `graph` on `checkpoint`, at the start state. The graph must be valid, and every
     /// constant must bind to a checkpoint tensor whose values fill its shape.
     pub fn new(graph: &'c Graph, checkpoint: &'c Checkpoint) -> Result<Runner<'c>, InterpError> {
+        Runner::with_decoded(graph, checkpoint, &Decoded::default())
+    }
+
+    /// [`Runner::new`], taking the small constants' values from `decoded` where another runner on
+    /// `checkpoint` decoded them (and keeping there those it decodes).
+    pub fn with_decoded(
+        graph: &'c Graph,
+        checkpoint: &'c Checkpoint,
+        decoded: &Decoded<'c>,
+    ) -> Result<Runner<'c>, InterpError> {
         graph.validate()?;
         bind::check(graph, checkpoint)?;
         let mut env: Vec<Option<Value<'c>>> = vec![None; graph.tensors.len()];
@@ -85,7 +96,7 @@ impl<'c> Runner<'c> {
                 why,
             };
             let t = checkpoint.get(&c.binding.tensor).ok_or_else(|| fail("missing".into()))?;
-            env[c.tensor.0] = Some(Value::Const(ConstView::new(t, c.binding.view).map_err(fail)?));
+            env[c.tensor.0] = Some(Value::Const(ConstView::new(t, c.binding.view, decoded).map_err(fail)?));
         }
         let mut state = Vec::with_capacity(graph.states.len());
         for s in &graph.states {

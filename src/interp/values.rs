@@ -1,6 +1,7 @@
 //! The values the reference interpreter computes with, and the constants it reads in place.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use ndarray::{Array3, ArrayD, IxDyn};
@@ -115,27 +116,51 @@ pub(crate) struct ConstView<'c> {
     view: View,
     /// The view's shape (the constant's).
     shape: Vec<usize>,
-    /// A small constant's values, decoded once: in the view's order, and as the f64 array.
-    decoded: Option<Rc<(Vec<f32>, ArrayD<f64>)>>,
+    /// A small constant's values, decoded once.
+    decoded: Option<Values>,
 }
+
+/// A small constant's decoded values: in the view's order, and as the f64 array.
+type Values = Rc<(Vec<f32>, ArrayD<f64>)>;
+
+/// Decoded values by the tensor's address and the view, beside the tensor they borrow.
+type ByView<'c> = foldhash::HashMap<(usize, View), (&'c Tensor, Values)>;
 
 /// The most values a constant may have to be decoded once and kept (256 KiB of f32 values).
 pub const SMALL_VALUES: usize = 1 << 16;
 
+/// The small constants of one checkpoint decoded once for every runner that reads them (the
+/// authored and the fused graph of a case bind the same tensors): each view of a tensor's values,
+/// by the tensor and the view. Its values are what each runner would decode itself.
+#[derive(Default)]
+pub struct Decoded<'c> {
+    views: RefCell<ByView<'c>>,
+}
+
 impl<'c> ConstView<'c> {
     /// The view `view` of `tensor`, or why the view does not fit or the tensor's bytes are not the
-    /// values of its shape in its type.
-    pub fn new(tensor: &'c Tensor, view: View) -> Result<ConstView<'c>, String> {
+    /// values of its shape in its type; a small one's values are taken from `decoded` when it holds
+    /// them, else decoded and kept there.
+    pub fn new(tensor: &'c Tensor, view: View, decoded: &Decoded<'c>) -> Result<ConstView<'c>, String> {
         tensor.rows().map_err(|e| e.to_string())?;
         let shape = view.shape(&tensor.shape)?;
         let mut c = ConstView { tensor, view, shape, decoded: None };
         // A view that cannot be read whole (an error an op reports when it reads it) stays lazy.
-        if c.shape.iter().product::<usize>() <= SMALL_VALUES
-            && let Ok(values) = c.values()
-        {
+        if c.shape.iter().product::<usize>() > SMALL_VALUES {
+            return Ok(c);
+        }
+        // The tensor's address names it while `decoded` lives: it borrows every tensor it keeps.
+        let key = (std::ptr::from_ref(tensor) as usize, view);
+        if let Some((_, values)) = decoded.views.borrow().get(&key) {
+            c.decoded = Some(Rc::clone(values));
+            return Ok(c);
+        }
+        if let Ok(values) = c.values() {
             let array = ArrayD::from_shape_vec(IxDyn(&c.shape), values.iter().map(|&v| f64::from(v)).collect());
             if let Ok(array) = array {
-                c.decoded = Some(Rc::new((values, array)));
+                let values = Rc::new((values, array));
+                decoded.views.borrow_mut().insert(key, (tensor, Rc::clone(&values)));
+                c.decoded = Some(values);
             }
         }
         Ok(c)
