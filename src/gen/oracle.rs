@@ -28,9 +28,8 @@ use crate::model::random::random_checkpoint;
 use crate::prove::{ProofOutcome, ProofVerdict, prove};
 
 /// Every stage of a case: the authored graph, the graph `lower_graph` reads, and what it made of it.
-#[derive(Clone, Debug)]
-///
 /// A stage that leaves its graph as it is shares it with the stage before (one `Rc`, not a copy).
+#[derive(Clone, Debug)]
 pub struct Trace {
     /// The step the author wrote (for a spec), before any mutation.
     pub authored: Option<Rc<Graph>>,
