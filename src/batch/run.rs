@@ -71,7 +71,7 @@ impl BatchArithmetic for f32 {
     ) -> Result<Vec<Vec<f32>>, RunError> {
         let mut batch: Vec<BatchRow<'_>> =
             rows.iter_mut().map(|r| BatchRow { state: &mut *r.state, token: r.token }).collect();
-        runner.step_batch(&mut batch)
+        Ok(runner.step_batch(&mut batch)?.into_iter().map(<[f32]>::to_vec).collect())
     }
 }
 

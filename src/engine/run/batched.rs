@@ -39,11 +39,12 @@ pub(super) struct BatchScratch {
 
 impl EngineRunner<'_, f32> {
     /// One decode step of every row at once, each weight read once for all of them; returns each
-    /// row's logits, in row order. Each row's state must be of this runner's program
+    /// row's logits, in row order, borrowed from the runner's scratch until its next step (a step
+    /// copies none: 8 rows of a 248K vocabulary would be 8 MB of fresh pages a step). Each row's state must be of this runner's program
     /// ([`RunnerState`]s from [`EngineRunner::fresh_state`]); a token outside the vocabulary, a
     /// state of another layout, or a row at a position the KV caches have no room for is refused
     /// before any state changes. The runner's own carried state is not touched.
-    pub fn step_batch(&mut self, rows: &mut [BatchRow<'_>]) -> Result<Vec<Vec<f32>>, RunError> {
+    pub fn step_batch(&mut self, rows: &mut [BatchRow<'_>]) -> Result<Vec<&[f32]>, RunError> {
         for row in rows.iter() {
             if row.token as usize >= self.vocab {
                 return Err(RunError::TokenOutOfRange { token: row.token, vocab: self.vocab });
@@ -58,9 +59,9 @@ impl EngineRunner<'_, f32> {
             scratch.rows.push(self.buffers.iter().map(|b| vec![0.0; b.len()]).collect());
         }
         let result = self.pass(rows, &mut scratch);
-        let logits = result.map(|()| scratch.rows[..rows.len()].iter().map(|b| b[self.logits].clone()).collect());
         self.batch = scratch;
-        logits
+        result?;
+        Ok(self.batch.rows[..rows.len()].iter().map(|b| &b[self.logits][..]).collect())
     }
 
     /// The units in order, each over every row: a matrix unit over all rows at once, and each run
@@ -270,15 +271,15 @@ mod tests {
                     BatchRow { state: &mut o1[0], token: 20 + step },
                     BatchRow { state: &mut o2[0], token: 7 },
                 ];
-                let got_a = runner.step_batch(&mut rows)?;
+                let got_a = runner.step_batch(&mut rows)?[0].to_vec();
                 let (p1, p2) = others_b.split_at_mut(1);
                 let mut rows = [
                     BatchRow { state: &mut b, token },
                     BatchRow { state: &mut p1[0], token: 31 - step },
                     BatchRow { state: &mut p2[0], token: 11 },
                 ];
-                let got_b = runner.step_batch(&mut rows)?;
-                assert_eq!(got_a[0], got_b[0], "{name}: step {step}: logits");
+                let got_b = runner.step_batch(&mut rows)?[0].to_vec();
+                assert_eq!(got_a, got_b, "{name}: step {step}: logits");
                 assert_eq!(a.snapshot(), b.snapshot(), "{name}: step {step}: state");
             }
         }
