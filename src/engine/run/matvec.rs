@@ -25,6 +25,13 @@ pub fn dot<W: Copy, R: Real + From<W>>(a: &[W], b: &[R]) -> R {
 pub fn lanes<W: Copy, R: Real + From<W>>(a: &[W], b: &[R]) -> R {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
+    let rest = |a: &[W], b: &[R]| a.iter().zip(b).map(|(&x, &y)| R::from(x) * y).sum::<R>();
+    if n < LANES {
+        // The same sum as below with no chunk: the accumulators' total is that of `LANES` zeros,
+        // which the compiler folds for a float instead of adding them up for each short product
+        // (a conv's few taps).
+        return [R::default(); LANES].iter().copied().sum::<R>() + rest(a, b);
+    }
     let mut acc = [R::default(); LANES];
     let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     let (ra, rb) = (ca.remainder(), cb.remainder());
@@ -33,7 +40,7 @@ pub fn lanes<W: Copy, R: Real + From<W>>(a: &[W], b: &[R]) -> R {
             acc[i] += R::from(x[i]) * y[i];
         }
     }
-    acc.iter().copied().sum::<R>() + ra.iter().zip(rb).map(|(&x, &y)| R::from(x) * y).sum::<R>()
+    acc.iter().copied().sum::<R>() + rest(ra, rb)
 }
 
 /// `Σ x[i]`, in f32, with [`LANES`] independent accumulators: the cost of streaming `x` once.
