@@ -68,25 +68,24 @@ fn pool_step(b: usize, program: &Program, ckpt: &Checkpoint) -> f64 {
     (many - one).max(0.0) / STEPS as f64
 }
 
+/// The seconds of one batched step of `states`, each fed its row's token at step `step`.
+fn timed_step(runner: &mut EngineRunner<'_>, states: &mut [RunnerState], step: usize) -> f64 {
+    let mut rows: Vec<BatchRow> = states
+        .iter_mut()
+        .enumerate()
+        .map(|(s, state)| BatchRow { state, token: (step * 131 + s * 17 + 1) as u32 })
+        .collect();
+    let t0 = Instant::now();
+    runner.step_batch(&mut rows).expect("step");
+    t0.elapsed().as_secs_f64()
+}
+
 /// The seconds of each of `STEPS` batched steps of `b` fresh states on the engine alone, after one
 /// untimed step.
 fn engine_steps(b: usize, program: &Program, ckpt: &Checkpoint) -> Vec<f64> {
     let mut runner = EngineRunner::new(program, ckpt, STEPS + 2).expect("runner").with_threads(threads());
     let mut states: Vec<_> = (0..b).map(|_| runner.fresh_state()).collect();
-    let mut times = vec![];
-    for step in 0..=STEPS {
-        let mut rows: Vec<BatchRow> = states
-            .iter_mut()
-            .enumerate()
-            .map(|(s, state)| BatchRow { state, token: (step * 131 + s * 17 + 1) as u32 })
-            .collect();
-        let t0 = Instant::now();
-        runner.step_batch(&mut rows).expect("step");
-        if step > 0 {
-            times.push(t0.elapsed().as_secs_f64());
-        }
-    }
-    times
+    (0..=STEPS).map(|step| timed_step(&mut runner, &mut states, step)).skip(1).collect()
 }
 
 /// Each of `PAIRS` steps of `BATCH` fresh states over the step of one state taken just before it,
@@ -95,17 +94,11 @@ fn paired_steps(program: &Program, ckpt: &Checkpoint) -> Vec<f64> {
     let mut runner = EngineRunner::new(program, ckpt, PAIRS + 2).expect("runner").with_threads(threads());
     let mut one = vec![runner.fresh_state()];
     let mut many: Vec<_> = (0..BATCH).map(|_| runner.fresh_state()).collect();
-    let mut step = |states: &mut [RunnerState], step: usize| {
-        let mut rows: Vec<BatchRow> = states
-            .iter_mut()
-            .enumerate()
-            .map(|(s, state)| BatchRow { state, token: (step * 131 + s * 17 + 1) as u32 })
-            .collect();
-        let t0 = Instant::now();
-        runner.step_batch(&mut rows).expect("step");
-        t0.elapsed().as_secs_f64()
-    };
-    (0..=PAIRS).map(|k| (step(&mut one, k), step(&mut many, k))).skip(1).map(|(a, b)| b / a).collect()
+    (0..=PAIRS)
+        .map(|k| (timed_step(&mut runner, &mut one, k), timed_step(&mut runner, &mut many, k)))
+        .skip(1)
+        .map(|(a, b)| b / a)
+        .collect()
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -159,12 +152,9 @@ fn main() {
     println!("  step of 1 sequence:  {}", shown(&engine[0]));
     println!("  step of {BATCH} sequences: {}", shown(&engine[1]));
     println!("  ratio: {:.2} (aim: ≤ 1.5); each round's: {}", ratio(&engine), shown_ratios(paired(&engine, STEPS)));
-    let pairs = paired_steps(&program, &ckpt);
-    let quartile = |q: usize| {
-        let mut xs = pairs.clone();
-        xs.sort_by(f64::total_cmp);
-        xs[(xs.len() - 1) * q / 4]
-    };
+    let mut pairs = paired_steps(&program, &ckpt);
+    pairs.sort_by(f64::total_cmp);
+    let quartile = |q: usize| pairs[(pairs.len() - 1) * q / 4];
     println!("the engine's steps in pairs ({PAIRS} steps of {BATCH}, each over the step of 1 just before it):");
     println!(
         "  ratio: {:.2} (aim: ≤ 1.5); quartiles {:.2}–{:.2}, range {:.2}–{:.2}",
