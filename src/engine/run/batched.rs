@@ -40,10 +40,11 @@ pub(super) struct BatchScratch {
 impl EngineRunner<'_, f32> {
     /// One decode step of every row at once, each weight read once for all of them; returns each
     /// row's logits, in row order, borrowed from the runner's scratch until its next step (a step
-    /// copies none: 8 rows of a 248K vocabulary would be 8 MB of fresh pages a step). Each row's state must be of this runner's program
-    /// ([`RunnerState`]s from [`EngineRunner::fresh_state`]); a token outside the vocabulary, a
-    /// state of another layout, or a row at a position the KV caches have no room for is refused
-    /// before any state changes. The runner's own carried state is not touched.
+    /// copies none: 8 rows of a 248K vocabulary would be 8 MB of fresh pages a step). Each row's
+    /// state must be of this runner's program ([`RunnerState`]s from [`EngineRunner::fresh_state`]);
+    /// a token outside the vocabulary, a state of another layout, or a row at a position the KV
+    /// caches have no room for is refused before any state changes. The runner's own carried state
+    /// is not touched.
     pub fn step_batch(&mut self, rows: &mut [BatchRow<'_>]) -> Result<Vec<&[f32]>, RunError> {
         for row in rows.iter() {
             if row.token as usize >= self.vocab {
