@@ -13,7 +13,9 @@
 //! - under `KquantInputs::Q8K`, a Q4_K, Q5_K or Q6_K matvec quantizes its input by the rule (each value
 //!   within half a step `a / 127` of its integer's), and its value is the dot product of the
 //!   decoded weights with the quantized input, within the f32 roundings of its block sums; its SIMD
-//!   path is its scalar path bit for bit, and a batch its vectors one at a time.
+//!   path is its scalar path bit for bit, and a batch its vectors one at a time;
+//! - the engine's sigmoid and SiLU (`kernels::activation`) are `scalar`'s f64 formulas rounded
+//!   once, their `e^−|x|` within 4 f64 units of glibc's `exp`, every path the portable one.
 //!
 //! Shapes are random: 1 to 5 rows, 1 to 6 blocks per row (0 to 70 values for the float types, odd
 //! lengths included), batches of 1 to 11 vectors (past the 8 one pass serves).
@@ -21,11 +23,12 @@
 use proptest::prelude::*;
 use stepcheck::engine::KquantInputs;
 use stepcheck::engine::run::kernels::{
-    Isa, MAX_BATCH, Matrix, detected, has_kernel, matmat, matmat_on, matvec,
+    Isa, MAX_BATCH, Matrix, activation, detected, has_kernel, matmat, matmat_on, matvec,
     q8k::Q8k,
     threads::{Strategy as Split, over_rows_with},
 };
 use stepcheck::formats::gguf::GgmlType;
+use stepcheck::scalar;
 
 /// The types with kernels, and two read through their decoder (a legacy quant and a k-quant).
 const TYPES: [GgmlType; 9] = [
@@ -376,6 +379,113 @@ fn threads_split_rows_without_changing_a_value() {
                     }
                 });
                 assert_eq!(apart, many, "{ty} × {batch} split by {strategy:?}");
+            }
+        }
+    }
+}
+
+// The engine's sigmoid and SiLU (`kernels::activation`): its `e^−|x|` within a few f64 units of
+// glibc's `exp`, each f32 value `scalar`'s f64 formula rounded once (one unit off where that
+// formula's value is within ~10⁻¹⁵ of a rounding boundary), and every path the portable one.
+
+/// How many f64 units apart `a` and `b` are (both finite and of one sign).
+fn units_apart(a: f64, b: f64) -> u64 {
+    a.to_bits().abs_diff(b.to_bits())
+}
+
+/// Arguments over the range of `exp_neg_abs`: everywhere in `[−708, 0]`, around each multiple of
+/// `ln 2 / 2` (where `n` rounds the other way), near 0 and near the underflow cut.
+fn exp_arguments() -> Vec<f64> {
+    let mut xs: Vec<f64> = (0..200_000).map(|i| -708.0 * f64::from(i) / 200_000.0).collect();
+    for k in 0..2_044 {
+        let edge = -f64::from(k) * std::f64::consts::LN_2 / 2.0;
+        xs.extend((-8..=8).map(|d| edge + f64::from(d) * 1e-12));
+    }
+    xs.extend((1..60).map(|e| -(2f64.powi(-e))));
+    xs.extend((0..100).map(|i| -707.9 - f64::from(i) * 1e-3));
+    xs.retain(|&x| (-708.0..=0.0).contains(&x));
+    xs
+}
+
+#[test]
+fn exp_neg_abs_is_within_four_f64_units_of_glibc_exp() {
+    let mut worst = (0, 0.0);
+    for x in exp_arguments() {
+        let apart = units_apart(activation::exp_neg_abs(x), x.exp());
+        if apart > worst.0 {
+            worst = (apart, x);
+        }
+        assert_eq!(activation::exp_neg_abs(-x), activation::exp_neg_abs(x), "e^−|x| at ±{x}");
+    }
+    assert!(worst.0 <= 4, "{} units from glibc at {}", worst.0, worst.1);
+    assert_eq!(activation::exp_neg_abs(0.0), 1.0);
+    assert_eq!(activation::exp_neg_abs(-708.5), 0.0);
+    assert_eq!(activation::exp_neg_abs(f64::NEG_INFINITY), 0.0);
+    assert!(activation::exp_neg_abs(f64::NAN).is_nan());
+}
+
+/// `f32` values of every magnitude from `2⁻²⁰` to `2²⁰`, both signs, from a fixed stream.
+fn f32_arguments(n: usize) -> Vec<f32> {
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let magnitude = 2f32.powf((state % 40_000) as f32 / 1_000.0 - 20.0);
+            if state & (1 << 40) == 0 { magnitude } else { -magnitude }
+        })
+        .collect()
+}
+
+#[test]
+fn sigmoid_and_silu_are_the_scalar_formulas_rounded_once() {
+    type Pair = (&'static str, fn(f32) -> f32, fn(f64) -> f64);
+    let pairs: [Pair; 2] =
+        [("sigmoid", activation::sigmoid, scalar::sigmoid), ("silu", activation::silu, scalar::silu)];
+    let specials = [0.0, -0.0, 1e-45, -1e-45, f32::MAX, f32::MIN, f32::INFINITY, f32::NEG_INFINITY, 88.0, -104.0];
+    for (name, engine, formula) in pairs {
+        let mut off = 0;
+        for x in f32_arguments(1_000_000) {
+            let (got, want) = (engine(x), formula(f64::from(x)) as f32);
+            if got != want {
+                assert_eq!(got.to_bits().abs_diff(want.to_bits()), 1, "{name}({x}): {got} against {want}");
+                off += 1;
+            }
+        }
+        assert!(off <= 10, "{name}: {off} of 1,000,000 values one unit off");
+        for x in specials {
+            let (got, want) = (engine(x), formula(f64::from(x)) as f32);
+            assert!(
+                got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),
+                "{name}({x}): {got} against {want}"
+            );
+        }
+        assert!(engine(f32::NAN).is_nan(), "{name}(NaN)");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Every path computes each value as the portable path computes it alone, whatever the
+    /// slice's length and wherever the value sits in it.
+    #[test]
+    fn every_activation_path_is_the_one_value_function_bit_for_bit(
+        bits in prop::collection::vec(any::<u32>(), 0..70),
+    ) {
+        let xs: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
+        type Slice = (fn(Isa, &mut [f32]), fn(f32) -> f32);
+        let fns: [Slice; 2] =
+            [(activation::silu_all_on, activation::silu), (activation::sigmoid_all_on, activation::sigmoid)];
+        for (all_on, one) in fns {
+            for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+                let mut got = xs.clone();
+                all_on(isa, &mut got);
+                for (&g, &x) in got.iter().zip(&xs) {
+                    let want = one(x);
+                    prop_assert!(g.to_bits() == want.to_bits() || g.is_nan() && want.is_nan(), "{isa:?} at {x}: {g} against {want}");
+                }
             }
         }
     }

@@ -43,6 +43,24 @@ pub trait Real:
     /// `f` (a scalar function of [`crate::scalar`]) applied in f64 and brought back, as the
     /// engine applies it: for f32, `f(x as f64) as f32`.
     fn apply(self, f: fn(f64) -> f64) -> Self;
+    /// `σ(x)`: [`crate::scalar::sigmoid`] applied as [`Real::apply`] applies it, except in the
+    /// engine's f32, which computes its own `e^−|x|` ([`kernels::activation`]).
+    fn sigmoid(self) -> Self {
+        self.apply(crate::scalar::sigmoid)
+    }
+    /// `silu(x)`, as [`Real::sigmoid`] is `σ(x)`.
+    fn silu(self) -> Self {
+        self.apply(crate::scalar::silu)
+    }
+    /// Every value of `xs` replaced by its [`Real::silu`] (in f32, a slice at a time in SIMD
+    /// registers, each value the same as one at a time).
+    fn silu_all(xs: &mut [Self]) {
+        xs.iter_mut().for_each(|x| *x = x.silu());
+    }
+    /// Every value of `xs` replaced by its [`Real::sigmoid`], as [`Real::silu_all`] does `silu`.
+    fn sigmoid_all(xs: &mut [Self]) {
+        xs.iter_mut().for_each(|x| *x = x.sigmoid());
+    }
     fn sqrt(self) -> Self;
     fn exp(self) -> Self;
     fn max(self, other: Self) -> Self;
@@ -78,6 +96,18 @@ impl Real for f32 {
     }
     fn apply(self, f: fn(f64) -> f64) -> f32 {
         f(f64::from(self)) as f32
+    }
+    fn sigmoid(self) -> f32 {
+        kernels::activation::sigmoid(self)
+    }
+    fn silu(self) -> f32 {
+        kernels::activation::silu(self)
+    }
+    fn silu_all(xs: &mut [f32]) {
+        kernels::activation::silu_all(xs);
+    }
+    fn sigmoid_all(xs: &mut [f32]) {
+        kernels::activation::sigmoid_all(xs);
     }
     fn sqrt(self) -> f32 {
         f32::sqrt(self)
@@ -335,6 +365,14 @@ impl Real for Shadowed {
     #[inline(never)]
     fn apply(self, f: fn(f64) -> f64) -> Shadowed {
         Shadowed { lo: self.lo.apply(f), hi: f(self.hi) }
+    }
+    #[inline(never)]
+    fn sigmoid(self) -> Shadowed {
+        Shadowed { lo: self.lo.sigmoid(), hi: crate::scalar::sigmoid(self.hi) }
+    }
+    #[inline(never)]
+    fn silu(self) -> Shadowed {
+        Shadowed { lo: self.lo.silu(), hi: crate::scalar::silu(self.hi) }
     }
     #[inline(never)]
     fn sqrt(self) -> Shadowed {

@@ -19,14 +19,6 @@ use crate::scalar;
 /// The l2 norm's epsilon, inside the square root on the sum of squares.
 pub const L2_EPS: f64 = 1e-6;
 
-fn sigmoid<R: Real>(x: R) -> R {
-    x.apply(scalar::sigmoid)
-}
-
-fn silu<R: Real>(x: R) -> R {
-    x.apply(scalar::silu)
-}
-
 fn softplus<R: Real>(x: R) -> R {
     x.apply(scalar::softplus)
 }
@@ -157,18 +149,19 @@ pub fn conv<R: Real>(x: &[R], window: &mut ConvWindow<R>, weight: &[f32], bias: 
         if let Some(b) = bias {
             acc += R::from(b[c]);
         }
-        *o = silu(acc);
+        *o = acc;
         if past > 0 {
             win.copy_within(1.., 0);
             win[past - 1] = keep.keep(xc);
         }
     }
+    R::silu_all(out);
 }
 
 /// The gates: `beta = sigmoid(b)`, `g = decay · softplus(a + dt_bias)`.
 pub fn gates<R: Real>(b: &[R], a: &[R], decay: &[f32], dt_bias: &[f32], beta: &mut [R], g: &mut [R]) {
     for (be, &bi) in beta.iter_mut().zip(b) {
-        *be = sigmoid(bi);
+        *be = bi.sigmoid();
     }
     for (((gi, &ai), &di), &ti) in g.iter_mut().zip(a).zip(decay).zip(dt_bias) {
         *gi = R::from(di) * softplus(ai + R::from(ti));
@@ -231,7 +224,7 @@ pub fn gated_norm<R: Real>(x: &[R], z: &[R], weight: &[f32], eps: R, dim: usize,
     for ((xh, zh), oh) in x.chunks_exact(dim).zip(z.chunks_exact(dim)).zip(out.chunks_exact_mut(dim)) {
         rms_norm(xh, weight, eps, oh);
         for (o, &zi) in oh.iter_mut().zip(zh) {
-            *o *= silu(zi);
+            *o *= zi.silu();
         }
     }
 }
@@ -339,8 +332,10 @@ pub fn attention_read<R: Real>(
 
 /// `out = sigmoid(gate) · x`.
 pub fn sigmoid_gate<R: Real>(x: &[R], gate: &[R], out: &mut [R]) {
-    for ((o, &xi), &gi) in out.iter_mut().zip(x).zip(gate) {
-        *o = sigmoid(gi) * xi;
+    out.copy_from_slice(gate);
+    R::sigmoid_all(out);
+    for (o, &xi) in out.iter_mut().zip(x) {
+        *o *= xi;
     }
 }
 
@@ -365,8 +360,9 @@ pub fn swiglu<R: Real>(
 
 /// SwiGLU's gating, in place: `hidden = silu(hidden) ⊙ up`.
 pub fn glu<R: Real>(hidden: &mut [R], up: &[R]) {
+    R::silu_all(hidden);
     for (h, &u) in hidden.iter_mut().zip(up) {
-        *h = silu(*h) * u;
+        *h *= u;
     }
 }
 

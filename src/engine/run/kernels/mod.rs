@@ -32,7 +32,10 @@
 //! - Types without a kernel ([`has_kernel`]) are read through the decoder one row at a time, the
 //!   same reading the reference does.
 //! - A matrix splits its rows over threads ([`threads`]) when it is large enough to pay for it.
+//!
+//! [`activation`] holds the engine's other vectorized code: its sigmoid and SiLU of f32 values.
 
+pub mod activation;
 mod ahead;
 mod float;
 #[cfg(target_arch = "x86_64")]
