@@ -16,7 +16,7 @@
 
 use std::mem;
 
-use super::kernels::{self, Matrix};
+use super::kernels::{self, Matrix, lines::LineAligned};
 use super::plan::Unit;
 use super::real::Keep;
 use super::{EngineRunner, RunError, RunnerState, check_room, run, scatter, units};
@@ -32,9 +32,9 @@ pub struct BatchRow<'s> {
 #[derive(Default)]
 pub(super) struct BatchScratch {
     rows: Vec<Vec<Vec<f32>>>,
-    xs: Vec<f32>,
-    outs: Vec<f32>,
-    ups: Vec<f32>,
+    xs: LineAligned,
+    outs: LineAligned,
+    ups: LineAligned,
 }
 
 impl EngineRunner<'_, f32> {
@@ -126,22 +126,22 @@ pub(super) const PARALLEL_STATE_VALUES: usize = 1 << 18;
 
 /// The matrix units of a batched step over their gathered scratch.
 struct Matmat<'s> {
-    xs: &'s mut Vec<f32>,
-    outs: &'s mut Vec<f32>,
-    ups: &'s mut Vec<f32>,
+    xs: &'s mut LineAligned,
+    outs: &'s mut LineAligned,
+    ups: &'s mut LineAligned,
     threads: usize,
 }
 
-/// `out = m · x` for every row's `x` (gathered from the rows' buffers `x` into `xs`), into `out`
-/// (`rows × m.rows()`, row-major).
-fn matmat(m: &Matrix, bufs: &[Vec<Vec<f32>>], x: usize, xs: &mut Vec<f32>, out: &mut Vec<f32>, threads: usize) {
-    xs.clear();
+/// `out = m · x` for every row's `x` (gathered from the rows' buffers `x` into `xs`, one after
+/// another), into `out` (`rows × m.rows()`, row-major).
+fn matmat(m: &Matrix, bufs: &[Vec<Vec<f32>>], x: usize, xs: &mut LineAligned, out: &mut LineAligned, threads: usize) {
+    let gathered = xs.zeroed(bufs.iter().map(|b| b[x].len()).sum());
+    let mut at = 0;
     for b in bufs {
-        xs.extend_from_slice(&b[x]);
+        gathered[at..at + b[x].len()].copy_from_slice(&b[x]);
+        at += b[x].len();
     }
-    out.clear();
-    out.resize(bufs.len() * m.rows(), 0.0);
-    kernels::matmat(m, xs, bufs.len(), out, threads);
+    kernels::matmat(m, xs.values(), bufs.len(), out.zeroed(bufs.len() * m.rows()), threads);
 }
 
 /// `units::glu` over a batch's gathered FFN values, split among the threads when there are many
@@ -173,7 +173,7 @@ impl Matmat<'_> {
             Unit::MatVec { weight, x, out } => {
                 matmat(weight, bufs, *x, self.xs, self.outs, threads);
                 let n = weight.rows();
-                for (b, o) in bufs.iter_mut().zip(self.outs.chunks_exact(n)) {
+                for (b, o) in bufs.iter_mut().zip(self.outs.values().chunks_exact(n)) {
                     b[*out].copy_from_slice(o);
                     units::store(st[*out], &mut b[*out]);
                 }
@@ -181,13 +181,13 @@ impl Matmat<'_> {
             Unit::MergedRows { weight, x, outs, rows } => {
                 let m = weight.rows_range(0..rows.len());
                 matmat(&m, bufs, *x, self.xs, self.outs, threads);
-                for (b, o) in bufs.iter_mut().zip(self.outs.chunks_exact(rows.len())) {
+                for (b, o) in bufs.iter_mut().zip(self.outs.values().chunks_exact(rows.len())) {
                     scatter(b, st, outs, o);
                 }
             }
             Unit::MergedHeadHalves { weight, head_dim, x, first, second, .. } => {
                 matmat(weight, bufs, *x, self.xs, self.outs, threads);
-                for (b, o) in bufs.iter_mut().zip(self.outs.chunks_exact(weight.rows())) {
+                for (b, o) in bufs.iter_mut().zip(self.outs.values().chunks_exact(weight.rows())) {
                     let (mut f, mut s) = (mem::take(&mut b[*first]), mem::take(&mut b[*second]));
                     units::split_head_halves(*head_dim, o, &mut f, &mut s);
                     units::store(st[*first], &mut f);
@@ -197,15 +197,11 @@ impl Matmat<'_> {
             }
             Unit::SwiGlu { x, gate, up, down, out, .. } => {
                 matmat(gate, bufs, *x, self.xs, self.outs, threads);
-                let mut ups = mem::take(self.ups);
-                matmat(up, bufs, *x, self.xs, &mut ups, threads);
-                glu(self.outs, &ups, threads);
-                *self.ups = ups;
+                matmat(up, bufs, *x, self.xs, self.ups, threads);
+                glu(self.outs.values_mut(), self.ups.values(), threads);
                 let n = down.rows();
-                self.xs.clear();
-                self.xs.resize(bufs.len() * n, 0.0);
-                kernels::matmat(down, self.outs, bufs.len(), self.xs, threads);
-                for (b, o) in bufs.iter_mut().zip(self.xs.chunks_exact(n)) {
+                kernels::matmat(down, self.outs.values(), bufs.len(), self.xs.zeroed(bufs.len() * n), threads);
+                for (b, o) in bufs.iter_mut().zip(self.xs.values().chunks_exact(n)) {
                     b[*out].copy_from_slice(o);
                     units::store(st[*out], &mut b[*out]);
                 }

@@ -41,6 +41,7 @@ mod float;
 #[cfg(target_arch = "x86_64")]
 mod float512;
 mod kquants;
+pub mod lines;
 mod q8_0;
 pub mod q8k;
 #[cfg(target_arch = "x86_64")]
