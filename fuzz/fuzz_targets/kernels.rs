@@ -4,12 +4,13 @@
 //! AddressSanitizer: the `unsafe` loads of the SIMD paths, on shapes and bytes no test chose), and
 //! keep the rules `engine::run::kernels` states: a batch is its vectors one at a time and the two
 //! SIMD compilations agree, bit for bit; with Q8_K inputs the SIMD path is the scalar path, bit for
-//! bit. (NaN is NaN: its payload is not compared.)
+//! bit. The vectors' values also go through the engine's sigmoid and SiLU (`kernels::activation`)
+//! on every path, each the same as one value at a time. (NaN is NaN: its payload is not compared.)
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use stepcheck::engine::KquantInputs;
-use stepcheck::engine::run::kernels::{Isa, Matrix, matmat_on};
+use stepcheck::engine::run::kernels::{Isa, Matrix, activation, matmat_on};
 use stepcheck::formats::gguf::GgmlType;
 
 /// Every type with kernels of its own, and two read through their decoder.
@@ -66,5 +67,18 @@ fuzz_target!(|data: &[u8]| {
     assert!(same(&by_isa[1], &by_isa[2]), "{ty} [{rows}, {cols}] × {batch}: the two SIMD compilations differ");
     if m.quantizes_inputs() {
         assert!(same(&by_isa[0], &by_isa[1]), "{ty} [{rows}, {cols}] × {batch}: Q8_K inputs, SIMD is not scalar");
+    }
+    type Activation = (&'static str, fn(Isa, &mut [f32]), fn(f32) -> f32);
+    let activations: [Activation; 2] = [
+        ("silu", activation::silu_all_on, activation::silu),
+        ("sigmoid", activation::sigmoid_all_on, activation::sigmoid),
+    ];
+    for (name, all_on, one) in activations {
+        let alone: Vec<f32> = xs.iter().map(|&x| one(x)).collect();
+        for isa in [Isa::Scalar, Isa::Avx2, Isa::Avx512] {
+            let mut slice = xs.clone();
+            all_on(isa, &mut slice);
+            assert!(same(&slice, &alone), "{name} of {} values on {isa:?}: not each value alone", xs.len());
+        }
     }
 });
