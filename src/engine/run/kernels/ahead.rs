@@ -9,8 +9,7 @@
 //! loop: asked for at once, a share fills the core's queue of misses and the arithmetic waits on
 //! it. A prefetch is a hint: it reads nothing into a register, never faults and changes no value.
 
-/// The bytes of a cache line.
-const LINE: usize = 64;
+use super::lines::LINE_BYTES as LINE;
 
 /// The next group's bytes, handed out in shares, one per kernel call.
 pub(super) struct Ahead<'w> {
