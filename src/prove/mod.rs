@@ -37,6 +37,7 @@ pub mod rounding;
 pub mod slots;
 pub mod term;
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -174,30 +175,28 @@ fn state_name(kind: StateKind, layer: Option<usize>) -> String {
 /// Proves that `program` computes what `fused` computes, and `fused` what `authored` computes, for
 /// every checkpoint and every step: see the module documentation.
 pub fn prove(authored: &Graph, fused: &Graph, program: &Program) -> ProofVerdict {
-    match Prover::default().run(authored, fused, program) {
+    let prover = Prover { dag: Dag::default(), outputs: vec![], graphs: [authored, fused], envs: OnceCell::new() };
+    match prover.run(authored, fused, program) {
         Ok(v) => v,
         Err(why) => ProofVerdict::Inconclusive { why },
     }
 }
 
-#[derive(Default)]
-struct Prover {
+struct Prover<'g> {
     dag: Dag,
     outputs: Vec<OutputProof>,
-    /// Random leaves to look for a numeric witness with (none when the model is too large).
-    envs: Vec<eval::Env>,
+    /// The authored and the fused graph, whose constants and states the witness leaves fill.
+    graphs: [&'g Graph; 2],
+    /// Random leaves to look for a numeric witness with (none when the model is too large), made
+    /// when the first pair of outputs differs: a proved program never needs them.
+    envs: OnceCell<Vec<eval::Env>>,
 }
 
 /// The most checkpoint values a witness search makes up.
 pub const WITNESS_LIMIT: usize = 1 << 22;
 
-impl Prover {
+impl Prover<'_> {
     fn run(mut self, authored: &Graph, fused: &Graph, program: &Program) -> Result<ProofVerdict, String> {
-        // Positions 3 and 5: RoPE is not the identity there, and the caches hold earlier entries.
-        self.envs = [(1, 3), (2, 5)]
-            .into_iter()
-            .filter_map(|(seed, pos)| eval::Env::random(&[authored, fused], seed, pos, WITNESS_LIMIT))
-            .collect();
         let a = graph_terms::graph_terms(&mut self.dag, authored).map_err(|e| format!("the authored graph: {e}"))?;
         let f = graph_terms::graph_terms(&mut self.dag, fused).map_err(|e| format!("the fused graph: {e}"))?;
         // Authored ≡ fused: the same outputs, state by state.
@@ -317,7 +316,14 @@ impl Prover {
         }
         let (x, y, path, definite) = first_difference(&self.dag, a, b);
         let (left, right) = (self.dag.show(x, 3), self.dag.show(y, 3));
-        let witness = self.envs.iter().find_map(|env| {
+        // Positions 3 and 5: RoPE is not the identity there, and the caches hold earlier entries.
+        let envs = self.envs.get_or_init(|| {
+            [(1, 3), (2, 5)]
+                .into_iter()
+                .filter_map(|(seed, pos)| eval::Env::random(&self.graphs, seed, pos, WITNESS_LIMIT))
+                .collect()
+        });
+        let witness = envs.iter().find_map(|env| {
             let (va, vb) = (eval::eval(&self.dag, a, env), eval::eval(&self.dag, b, env));
             let (va, vb) = (va.ok()?, vb.ok()?);
             eval::differ(&va, &vb).map(|d| format!("at position {}, token {}: {d}", env.pos, env.token))
