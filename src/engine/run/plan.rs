@@ -167,7 +167,8 @@ struct Check<'p, 'c> {
     slots: &'p [Slot],
     written: Vec<bool>,
     used: Vec<bool>,
-    site: String,
+    /// The block and command being checked, named in its errors ([`site`]) only when one is made.
+    at: (usize, usize),
     /// How a k-quant matrix reads its input in this run: the numerics' rule where stored values
     /// are rounded ([`Rounding::Stored`], [`Rounding::ModelStored`]), as it is otherwise (the
     /// structure's exact run and the model of f32 arithmetic keep every value as computed).
@@ -175,13 +176,15 @@ struct Check<'p, 'c> {
 }
 
 impl<'p, 'c> Check<'p, 'c> {
+    /// Where the command being checked sits, as its errors name it.
+    fn site(&self) -> String {
+        let (b, c) = self.at;
+        site(self.program, b, c, &self.program.blocks[b].commands[c])
+    }
+
     fn index(&self, b: Buf) -> Result<usize, RunError> {
         let count = self.program.buffers.len();
-        if b.0 < count {
-            Ok(b.0)
-        } else {
-            Err(RunError::NoSuchBuffer { command: self.site.clone(), index: b.0, count })
-        }
+        if b.0 < count { Ok(b.0) } else { Err(RunError::NoSuchBuffer { command: self.site(), index: b.0, count }) }
     }
 
     fn name(&self, i: usize) -> String {
@@ -197,7 +200,7 @@ impl<'p, 'c> Check<'p, 'c> {
         if found == expected {
             Ok(i)
         } else {
-            Err(RunError::BufferLength { command: self.site.clone(), buffer: self.name(i), expected, found })
+            Err(RunError::BufferLength { command: self.site(), buffer: self.name(i), expected, found })
         }
     }
 
@@ -207,7 +210,7 @@ impl<'p, 'c> Check<'p, 'c> {
         if self.written[i] {
             Ok(i)
         } else {
-            Err(RunError::ReadBeforeWrite { command: self.site.clone(), buffer: self.name(i) })
+            Err(RunError::ReadBeforeWrite { command: self.site(), buffer: self.name(i) })
         }
     }
 
@@ -221,7 +224,7 @@ impl<'p, 'c> Check<'p, 'c> {
     fn write(&mut self, b: Buf) -> Result<usize, RunError> {
         let i = self.index(b)?;
         if self.written[i] {
-            return Err(RunError::WrittenTwice { command: self.site.clone(), buffer: self.name(i) });
+            return Err(RunError::WrittenTwice { command: self.site(), buffer: self.name(i) });
         }
         self.written[i] = true;
         Ok(i)
@@ -238,7 +241,7 @@ impl<'p, 'c> Check<'p, 'c> {
         let t = self
             .checkpoint
             .get(name)
-            .ok_or_else(|| RunError::MissingWeight { command: self.site.clone(), tensor: name.to_string() })?;
+            .ok_or_else(|| RunError::MissingWeight { command: self.site(), tensor: name.to_string() })?;
         t.rows().map_err(|e| self.data_error(t, name, e.to_string()))?;
         Ok(t)
     }
@@ -283,7 +286,7 @@ impl<'p, 'c> Check<'p, 'c> {
 
     fn shape_error(&self, name: &str, expected: &[usize], found: &[usize]) -> RunError {
         RunError::WeightShape {
-            command: self.site.clone(),
+            command: self.site(),
             tensor: name.to_string(),
             expected: expected.to_vec(),
             found: found.to_vec(),
@@ -291,14 +294,14 @@ impl<'p, 'c> Check<'p, 'c> {
     }
 
     fn bad(&self, why: impl Into<String>) -> RunError {
-        RunError::BadParameter { command: self.site.clone(), why: why.into() }
+        RunError::BadParameter { command: self.site(), why: why.into() }
     }
 
     /// The state `r` and its typed place.
     fn state(&mut self, r: StateRef) -> Result<(Slot, &'p StateLayout, String), RunError> {
         let count = self.program.states.len();
         let s = self.program.states.get(r.0).ok_or_else(|| RunError::NoSuchState {
-            command: self.site.clone(),
+            command: self.site(),
             index: r.0,
             count,
         })?;
@@ -307,7 +310,7 @@ impl<'p, 'c> Check<'p, 'c> {
     }
 
     fn layout_error(&self, state: String, expected: String, found: &StateLayout) -> RunError {
-        RunError::StateLayout { command: self.site.clone(), state, expected, found: found.describe() }
+        RunError::StateLayout { command: self.site(), state, expected, found: found.describe() }
     }
 
     /// The vector `name` of `dim` values, when a name is given.
@@ -350,7 +353,7 @@ impl<'c, R: Real> Plan<'c, R> {
             slots: &slots,
             written: vec![false; program.buffers.len()],
             used: vec![false; program.states.len()],
-            site: String::new(),
+            at: (0, 0),
             inputs: match rounding {
                 Rounding::Stored | Rounding::ModelStored => program.numerics.kquant_inputs,
                 Rounding::Exact | Rounding::Model => KquantInputs::F32,
@@ -360,7 +363,7 @@ impl<'c, R: Real> Plan<'c, R> {
         let mut attends = false;
         for (b, block) in program.blocks.iter().enumerate() {
             for (c, command) in block.commands.iter().enumerate() {
-                check.site = site(program, b, c, command);
+                check.at = (b, c);
                 if matches!(command, Command::Attention { .. } | Command::Advance { .. }) {
                     let Some(&p) = positions.first() else { return Err(RunError::Position { count: 0 }) };
                     check.used[p] = true;
