@@ -130,15 +130,17 @@ impl<'c> Runner<'c> {
         for (i, op) in g.ops.iter().enumerate() {
             let kind = op.kind.name();
             let fail = |why: String| InterpError::Op { op: i, kind, why };
-            let ins = op
-                .inputs
-                .iter()
-                .map(|t| env[t.0].as_ref().ok_or_else(|| fail(format!("%{} has no value", g.name_of(*t)))))
-                .collect::<Result<Vec<_>, _>>()?;
-            let outs = ops::eval(&op.kind, &ins, op.outputs.len()).map_err(|f| match f {
-                Fault::TokenOutOfRange { token, rows } => InterpError::TokenOutOfRange { token, rows },
-                Fault::Shape(why) => fail(why),
-            })?;
+            let outs = {
+                let ins = op
+                    .inputs
+                    .iter()
+                    .map(|t| env[t.0].as_ref().ok_or_else(|| fail(format!("%{} has no value", g.name_of(*t)))))
+                    .collect::<Result<ops::Operands, _>>()?;
+                ops::eval(&op.kind, &ins, op.outputs.len()).map_err(|f| match f {
+                    Fault::TokenOutOfRange { token, rows } => InterpError::TokenOutOfRange { token, rows },
+                    Fault::Shape(why) => fail(why),
+                })?
+            };
             if outs.len() != op.outputs.len() {
                 return Err(fail(format!("wrote {} values for {} tensors", outs.len(), op.outputs.len())));
             }

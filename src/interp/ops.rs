@@ -5,13 +5,21 @@ use std::borrow::Cow;
 
 use ndarray::{Array1, Array2, ArrayD, ArrayView1, ArrayView2, ArrayView3, Axis, Dimension, Ix1, Ix2, Ix3, IxDyn};
 
+use smallvec::{SmallVec, smallvec};
+
 use super::values::{ConstView, Fault, Value, surprise};
 use crate::fuse::{Slot, meaning};
 use crate::ir::{Act, Fused, HeadMap, OpKind, RopeStyle};
 use crate::scalar;
 
+/// The values an op writes: one or two but for a fused op's few, kept inline.
+pub(crate) type Values<'c> = SmallVec<[Value<'c>; 2]>;
+
+/// The values an op reads, kept inline up to the six a delta rule reads.
+pub(crate) type Operands<'a, 'c> = SmallVec<[&'a Value<'c>; 6]>;
+
 /// Runs an op of kind `kind` on `ins`, writing `outputs` values.
-pub(crate) fn eval<'c>(kind: &OpKind, ins: &[&Value<'c>], outputs: usize) -> Result<Vec<Value<'c>>, Fault> {
+pub(crate) fn eval<'c>(kind: &OpKind, ins: &[&Value<'c>], outputs: usize) -> Result<Values<'c>, Fault> {
     use OpKind::*;
     let out = match kind {
         Embed => {
@@ -85,7 +93,7 @@ pub(crate) fn eval<'c>(kind: &OpKind, ins: &[&Value<'c>], outputs: usize) -> Res
                 &vector(&*g.array()?)?,
                 &vector(&*beta.array()?)?,
             )?;
-            return Ok(vec![Value::Array(s.into_dyn()), Value::Array(o.into_dyn())]);
+            return Ok(smallvec![Value::Array(s.into_dyn()), Value::Array(o.into_dyn())]);
         }
         Rope { theta, rotary_dims, style } => {
             let [x, position] = take(ins)?;
@@ -102,7 +110,7 @@ pub(crate) fn eval<'c>(kind: &OpKind, ins: &[&Value<'c>], outputs: usize) -> Res
         }
         KvAppend => {
             let [cache, x] = take(ins)?;
-            return Ok(vec![Value::Cache(kv_append(cache.cache()?, &matrix(&*x.array()?)?)?)]);
+            return Ok(smallvec![Value::Cache(kv_append(cache.cache()?, &matrix(&*x.array()?)?)?)]);
         }
         Attention { scale, window, head_map } => {
             let (q, keys, values, sinks) = match ins {
@@ -131,11 +139,11 @@ pub(crate) fn eval<'c>(kind: &OpKind, ins: &[&Value<'c>], outputs: usize) -> Res
         Advance => {
             let [p] = take(ins)?;
             let next = p.position()?.checked_add(1).ok_or(Fault::Shape("the position overflows".into()))?;
-            return Ok(vec![Value::Position(next)]);
+            return Ok(smallvec![Value::Position(next)]);
         }
         Fused(f) => return fused(*f, ins, outputs),
     };
-    Ok(vec![Value::Array(out)])
+    Ok(smallvec![Value::Array(out)])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -613,7 +621,7 @@ fn pick(x: &ArrayView1<f64>, index: usize) -> Result<ArrayD<f64>, Fault> {
 
 /// A fused op: the primitive steps of its meaning, run over its operands, its results and
 /// temporaries.
-fn fused<'c>(f: Fused, ins: &[&Value<'c>], outputs: usize) -> Result<Vec<Value<'c>>, Fault> {
+fn fused<'c>(f: Fused, ins: &[&Value<'c>], outputs: usize) -> Result<Values<'c>, Fault> {
     let mut outs: Vec<Option<Value<'c>>> = vec![None; outputs];
     let mut tmps: Vec<Option<Value<'c>>> = vec![];
     for step in meaning(f, ins.len(), outputs) {
@@ -626,7 +634,7 @@ fn fused<'c>(f: Fused, ins: &[&Value<'c>], outputs: usize) -> Result<Vec<Value<'
                 };
                 v.ok_or_else(|| Fault::Shape(format!("{}: step reads {slot:?} before it is written", f.name())))
             };
-            let reads = step.reads.iter().map(read).collect::<Result<Vec<_>, _>>()?;
+            let reads = step.reads.iter().map(read).collect::<Result<Operands, _>>()?;
             eval(&step.kind, &reads, step.writes.len())?
         };
         if written.len() != step.writes.len() {
