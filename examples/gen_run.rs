@@ -11,6 +11,11 @@ use stepcheck::r#gen::draw::seeded_bytes;
 use stepcheck::r#gen::file::CaseFile;
 use stepcheck::r#gen::oracle::{Judgement, Stats, judge_drawn};
 
+/// mimalloc, as the `stepcheck` binary has it (Cargo.toml's `mimalloc` feature says why).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn bytes(index: u64) -> Vec<u8> {
     seeded_bytes(index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03, 256)
 }
