@@ -110,22 +110,39 @@ pub struct Rewrite {
 /// Who writes and who reads each tensor of a graph.
 pub struct Uses {
     pub defs: Vec<Option<Def>>,
-    pub readers: Vec<Vec<usize>>,
+    /// The ops reading each tensor, in op order, each op once: tensor `t`'s are
+    /// `reads[starts[t]..starts[t + 1]]` (one array for all, not a vector per tensor).
+    starts: Vec<usize>,
+    reads: Vec<usize>,
 }
 
 impl Uses {
     pub fn of(graph: &Graph) -> Uses {
-        let mut readers = vec![vec![]; graph.tensors.len()];
-        for (i, op) in graph.ops.iter().enumerate() {
-            for t in &op.inputs {
-                if let Some(r) = readers.get_mut(t.0)
-                    && !r.contains(&i)
-                {
-                    r.push(i);
-                }
-            }
+        let n = graph.tensors.len();
+        // Each (tensor, op) pair once: an op reading a tensor twice is one reader of it.
+        let pairs = || {
+            graph.ops.iter().enumerate().flat_map(|(i, op)| {
+                op.inputs
+                    .iter()
+                    .enumerate()
+                    .filter(move |&(k, t)| t.0 < n && !op.inputs[..k].contains(t))
+                    .map(move |(_, t)| (t.0, i))
+            })
+        };
+        let mut starts = vec![0; n + 1];
+        for (t, _) in pairs() {
+            starts[t + 1] += 1;
         }
-        Uses { defs: graph.defs(), readers }
+        for t in 0..n {
+            starts[t + 1] += starts[t];
+        }
+        let mut next = starts.clone();
+        let mut reads = vec![0; starts[n]];
+        for (t, i) in pairs() {
+            reads[next[t]] = i;
+            next[t] += 1;
+        }
+        Uses { defs: graph.defs(), starts, reads }
     }
 
     /// The op writing `t`, if an op does.
@@ -138,7 +155,10 @@ impl Uses {
 
     /// The ops reading `t`.
     pub fn readers(&self, t: TensorId) -> &[usize] {
-        self.readers.get(t.0).map_or(&[], |r| r.as_slice())
+        match (self.starts.get(t.0), self.starts.get(t.0 + 1)) {
+            (Some(&a), Some(&b)) => &self.reads[a..b],
+            _ => &[],
+        }
     }
 
     /// The one op reading `t`, when exactly one op does and reads it once, and `t` is not state.
