@@ -3,7 +3,9 @@
 
 use std::borrow::Cow;
 
-use ndarray::{Array1, Array2, ArrayD, ArrayView1, ArrayView2, ArrayView3, Axis, Dimension, Ix1, Ix2, Ix3, IxDyn};
+use ndarray::{
+    Array1, Array2, ArrayD, ArrayView1, ArrayView2, ArrayView3, ArrayViewMut1, Axis, Dimension, Ix1, Ix2, Ix3, IxDyn,
+};
 
 use smallvec::{SmallVec, smallvec};
 
@@ -294,14 +296,11 @@ fn clamp(x: f64, min: f64, max: f64) -> f64 {
 // ---------------------------------------------------------------------------------------------
 // Norms and softmax, over the last axis.
 
-/// `f` applied to each lane of `x` along its last axis.
-fn per_lane(x: &ArrayD<f64>, f: impl Fn(ArrayView1<f64>) -> Vec<f64>) -> Result<ArrayD<f64>, Fault> {
+/// `x` with `f` applied to each of its lanes along its last axis, in place on a copy.
+fn per_lane(x: &ArrayD<f64>, f: impl Fn(ArrayViewMut1<f64>)) -> Result<ArrayD<f64>, Fault> {
     let axis = Axis(x.ndim().checked_sub(1).ok_or(Fault::Shape("a scalar has no last axis".into()))?);
     let mut y = x.clone();
-    for mut lane in y.lanes_mut(axis) {
-        let out = f(lane.view());
-        lane.iter_mut().zip(out).for_each(|(y, v)| *y = v);
-    }
+    y.lanes_mut(axis).into_iter().for_each(f);
     Ok(y)
 }
 
@@ -316,9 +315,9 @@ fn check_weight(x: &ArrayD<f64>, w: &ArrayView1<f64>) -> Result<usize, Fault> {
 /// `x · rsqrt(mean(x²) + eps) · w`.
 fn rms_norm(x: &ArrayD<f64>, w: &ArrayView1<f64>, eps: f64) -> Result<ArrayD<f64>, Fault> {
     let n = check_weight(x, w)? as f64;
-    per_lane(x, |x| {
+    per_lane(x, |mut x| {
         let r = 1.0 / (x.iter().map(|v| v * v).sum::<f64>() / n + eps).sqrt();
-        x.iter().zip(w).map(|(x, w)| x * r * w).collect()
+        x.iter_mut().zip(w).for_each(|(x, w)| *x = *x * r * w);
     })
 }
 
@@ -326,29 +325,29 @@ fn rms_norm(x: &ArrayD<f64>, w: &ArrayView1<f64>, eps: f64) -> Result<ArrayD<f64
 fn layer_norm(x: &ArrayD<f64>, w: &ArrayView1<f64>, b: &ArrayView1<f64>, eps: f64) -> Result<ArrayD<f64>, Fault> {
     let n = check_weight(x, w)? as f64;
     check_weight(x, b)?;
-    per_lane(x, |x| {
+    per_lane(x, |mut x| {
         let mean = x.sum() / n;
         let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
         let r = 1.0 / (var + eps).sqrt();
-        x.iter().zip(w).zip(b).map(|((x, w), b)| (x - mean) * r * w + b).collect()
+        x.iter_mut().zip(w).zip(b).for_each(|((x, w), b)| *x = (*x - mean) * r * w + b);
     })
 }
 
 /// `x · rsqrt(Σx² + eps)`.
 fn l2_norm(x: &ArrayD<f64>, eps: f64) -> Result<ArrayD<f64>, Fault> {
-    per_lane(x, |x| {
+    per_lane(x, |mut x| {
         let r = 1.0 / (x.iter().map(|v| v * v).sum::<f64>() + eps).sqrt();
-        x.iter().map(|x| x * r).collect()
+        x.iter_mut().for_each(|x| *x *= r);
     })
 }
 
 /// `e^(x − max x) / Σ e^(x − max x)`.
 fn softmax(x: &ArrayD<f64>) -> Result<ArrayD<f64>, Fault> {
-    per_lane(x, |x| {
+    per_lane(x, |mut x| {
         let m = x.fold(f64::NEG_INFINITY, |m, &v| m.max(v));
-        let e: Vec<f64> = x.iter().map(|v| (v - m).exp()).collect();
-        let sum: f64 = e.iter().sum();
-        e.iter().map(|e| e / sum).collect()
+        x.iter_mut().for_each(|v| *v = (*v - m).exp());
+        let sum: f64 = x.iter().sum();
+        x.iter_mut().for_each(|e| *e /= sum);
     })
 }
 
