@@ -18,6 +18,30 @@ use crate::model::bind::{Binding, View};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Id(pub u32);
 
+/// The nodes of one term of a [`Dag`] ([`Dag::cone`]): a flag per node of the DAG, since ids
+/// are dense, and how many are set.
+pub struct Cone {
+    member: Vec<bool>,
+    len: usize,
+}
+
+impl Cone {
+    /// Whether node `id` is in the term.
+    pub fn contains(&self, id: &Id) -> bool {
+        self.member.get(id.0 as usize).copied().unwrap_or(false)
+    }
+
+    /// How many distinct nodes the term has.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the term has no node (never, for a term of the DAG).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// A real attribute (an eps, a θ, a scale), compared and hashed by its exact bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Real(u64);
@@ -552,15 +576,19 @@ impl Dag {
     }
 
     /// The nodes of the term `root` (itself and everything under it), each once.
-    pub fn cone(&self, root: Id) -> std::collections::HashSet<Id> {
-        let mut seen = std::collections::HashSet::new();
+    pub fn cone(&self, root: Id) -> Cone {
+        let mut cone = Cone { member: vec![false; self.nodes.len()], len: 0 };
         let mut stack = vec![root];
         while let Some(id) = stack.pop() {
-            if seen.insert(id) {
+            if let Some(m) = cone.member.get_mut(id.0 as usize)
+                && !*m
+            {
+                *m = true;
+                cone.len += 1;
                 stack.extend(self.node(id).args.iter().copied());
             }
         }
-        seen
+        cone
     }
 
     /// The term `id` printed as an expression, cut off below `depth` levels with `…`.
