@@ -233,6 +233,10 @@ fn const_matvec(w: &ConstView, x: &[f64]) -> Result<ArrayD<f64>, Fault> {
     if cols != x.len() {
         return surprise(format!("matvec of {:?} with a vector of {}", w.shape(), x.len()));
     }
+    // A decoded matrix's rows side by side, else each row read from the checkpoint.
+    if let Some(values) = w.decoded_rows().filter(|_| cols > 0) {
+        return Ok(values.chunks_exact(cols).map(|row| dot(row, x)).collect::<Array1<f64>>().into_dyn());
+    }
     let mut out = Vec::with_capacity(rows);
     for r in 0..rows {
         out.push(dot(&w.row(r)?, x));

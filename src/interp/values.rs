@@ -192,6 +192,12 @@ impl<'c> ConstView<'c> {
         self.source_rows(s..s + 1).map(Cow::Owned)
     }
 
+    /// All rows of a matrix view at once, row-major, when its values were decoded when the view
+    /// was made (a small constant's): what [`ConstView::row`] gives row by row.
+    pub fn decoded_rows(&self) -> Option<&[f32]> {
+        self.decoded.as_ref().filter(|_| self.shape.len() == 2).map(|d| d.0.as_slice())
+    }
+
     /// Rows `range` of the checkpoint tensor (as rows of its innermost dim), dequantized.
     fn source_rows(&self, range: std::ops::Range<usize>) -> Result<Vec<f32>, Fault> {
         self.tensor.decode_rows(range.clone()).map_err(|e| {
