@@ -377,7 +377,9 @@ fn slice(x: &ArrayD<f64>, start: usize, end: usize) -> Result<ArrayD<f64>, Fault
 
 /// The same values, row-major, in shape `shape`.
 fn reshape(x: &ArrayD<f64>, shape: &[usize]) -> Result<ArrayD<f64>, Fault> {
-    ArrayD::from_shape_vec(IxDyn(shape), x.iter().copied().collect())
+    // Row-major order is a standard-layout array's memory order: copied whole when it is one.
+    let values = x.as_slice().map_or_else(|| x.iter().copied().collect(), <[f64]>::to_vec);
+    ArrayD::from_shape_vec(IxDyn(shape), values)
         .or_else(|_| surprise(format!("reshape of {:?} to {shape:?}", x.shape())))
 }
 
