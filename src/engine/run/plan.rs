@@ -179,7 +179,10 @@ impl<'p, 'c> Check<'p, 'c> {
     /// Where the command being checked sits, as its errors name it.
     fn site(&self) -> String {
         let (b, c) = self.at;
-        site(self.program, b, c, &self.program.blocks[b].commands[c])
+        match self.program.blocks.get(b).and_then(|block| block.commands.get(c)) {
+            Some(command) => site(self.program, b, c, command),
+            None => format!("block {b} command {c}"),
+        }
     }
 
     fn index(&self, b: Buf) -> Result<usize, RunError> {
