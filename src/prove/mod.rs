@@ -176,7 +176,7 @@ fn state_name(kind: StateKind, layer: Option<usize>) -> String {
 /// every checkpoint and every step: see the module documentation.
 pub fn prove(authored: &Graph, fused: &Graph, program: &Program) -> ProofVerdict {
     let prover = Prover { dag: Dag::default(), outputs: vec![], graphs: [authored, fused], envs: OnceCell::new() };
-    match prover.run(authored, fused, program) {
+    match prover.run(program) {
         Ok(v) => v,
         Err(why) => ProofVerdict::Inconclusive { why },
     }
@@ -185,7 +185,8 @@ pub fn prove(authored: &Graph, fused: &Graph, program: &Program) -> ProofVerdict
 struct Prover<'g> {
     dag: Dag,
     outputs: Vec<OutputProof>,
-    /// The authored and the fused graph, whose constants and states the witness leaves fill.
+    /// The authored and the fused graph: the two graphs proved, whose constants and states the
+    /// witness leaves fill.
     graphs: [&'g Graph; 2],
     /// Random leaves to look for a numeric witness with (none when the model is too large), made
     /// when the first pair of outputs differs: a proved program never needs them.
@@ -196,7 +197,8 @@ struct Prover<'g> {
 pub const WITNESS_LIMIT: usize = 1 << 22;
 
 impl Prover<'_> {
-    fn run(mut self, authored: &Graph, fused: &Graph, program: &Program) -> Result<ProofVerdict, String> {
+    fn run(mut self, program: &Program) -> Result<ProofVerdict, String> {
+        let [authored, fused] = self.graphs;
         let a = graph_terms::graph_terms(&mut self.dag, authored).map_err(|e| format!("the authored graph: {e}"))?;
         let f = graph_terms::graph_terms(&mut self.dag, fused).map_err(|e| format!("the fused graph: {e}"))?;
         // Authored ≡ fused: the same outputs, state by state.
