@@ -21,7 +21,7 @@
 //! that depends on the token (the conv window's newest column, the delta rule's `k vᵀ` update, the
 //! cache's entry at the position), which no checkpoint-independent identity undoes.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::term::{Dag, Id, Sym};
 use super::{graph_terms, program_state_kinds, program_terms};
@@ -162,7 +162,7 @@ impl SlotTerms {
     pub fn new(program: &Program) -> Result<SlotTerms, String> {
         let shape = step_shape(program)?;
         let names = program.states.iter().map(|s| s.name.clone()).collect();
-        Ok(SlotTerms { shape, names, nodes: Vec::new(), index: HashMap::new() })
+        Ok(SlotTerms { shape, names, nodes: Vec::new(), index: HashMap::default() })
     }
 
     /// The number of terms built.

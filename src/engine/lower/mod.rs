@@ -13,7 +13,7 @@ mod refusals;
 mod scan;
 mod templates;
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 pub use error::{LowerError, Site};
 use pattern::{Found, Matcher, Pick, Template};
@@ -44,9 +44,9 @@ pub fn lower_graph_with(graph: &Graph, numerics: Numerics, shim: &EngineShim) ->
         m: Matcher::new(graph, &uses, shim),
         numerics,
         buffers: vec![],
-        buf_of: HashMap::new(),
+        buf_of: HashMap::default(),
         states: vec![],
-        state_of: HashMap::new(),
+        state_of: HashMap::default(),
         blocks: vec![],
     };
     l.step()

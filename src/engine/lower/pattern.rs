@@ -7,7 +7,7 @@
 //! named, so the author's op order does not matter; every op is checked three ways as it is found:
 //! its kind, the tensors it reads and writes, and the binding of each constant it reads.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use super::error::{LowerError, Site};
 use crate::engine::shim::EngineShim;
