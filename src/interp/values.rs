@@ -235,9 +235,16 @@ impl<'c> ConstView<'c> {
             _ => {
                 let [rows, _] = self.matrix()?;
                 let mut values = Vec::with_capacity(self.shape.iter().product());
-                for r in 0..rows {
-                    let s = self.view.source_row(&self.tensor.shape, r);
-                    values.extend(self.source_rows(s..s + 1)?);
+                // Each run of the view's rows that are consecutive rows of the tensor (a head's
+                // half, a slice), decoded at once: rows hold whole blocks, so the run's values
+                // are its rows' values one after the other.
+                let source = |r: usize| self.view.source_row(&self.tensor.shape, r);
+                let mut r = 0;
+                while r < rows {
+                    let s = source(r);
+                    let n = (1..rows - r).find(|&k| source(r + k) != s + k).unwrap_or(rows - r);
+                    values.extend(self.source_rows(s..s + n)?);
+                    r += n;
                 }
                 values
             }
