@@ -81,7 +81,7 @@ fn split(all: Vec<f64>, tys: &[Ty]) -> Vec<Vec<f64>> {
 
 /// The outputs of one op of kind `kind` run once on constant operands, each flattened.
 fn apply(kind: &OpKind, operands: &[Operand]) -> Vec<Vec<f64>> {
-    let shapes: Vec<Ty> = operands.iter().map(|o| Ty::Tensor(o.shape())).collect();
+    let shapes: Vec<Ty> = operands.iter().map(|o| Ty::tensor(&o.shape())).collect();
     let tys = kind.infer(&shapes.iter().collect::<Vec<_>>()).unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
     let mut b = GraphBuilder::new("one-op");
     let mut ckpt = Checkpoint::default();
@@ -104,7 +104,7 @@ fn rope_at(kind: OpKind, x: Operand, position: u32) -> Vec<f64> {
     let y = b.op1(kind, &[ins[0], pos], "y");
     let next = b.op1(OpKind::Advance, &[pos], "pos.next");
     b.write_state(pos, next);
-    let logits = flatten_as_logits(&mut b, &[y], &[Ty::Tensor(x.shape())]);
+    let logits = flatten_as_logits(&mut b, &[y], &[Ty::tensor(&x.shape())]);
     let graph = b.finish(logits).expect("a valid rope graph");
     let mut runner = Runner::new(&graph, &ckpt).expect("runner");
     let mut out = vec![];

@@ -282,7 +282,7 @@ fn cases() -> Vec<Case> {
         // A block's op whose output is read outside the block is named with the reader.
         case(
             "an op after the step reads layer 1's query projection",
-            append(engine(tiny()), OpKind::Act(Act::Silu), &["l1.q.raw"], "stray", Ty::Tensor(vec![16])),
+            append(engine(tiny()), OpKind::Act(Act::Silu), &["l1.q.raw"], "stray", Ty::tensor(&[16])),
             "StrayRead",
             (DeltaNet, l(1), Some("l1.q.raw")),
         ),

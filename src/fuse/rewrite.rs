@@ -127,7 +127,7 @@ mod tests {
     /// reads tensor `i` and writes tensor `i + 1`.
     fn chain() -> Graph {
         let acts = [Act::Silu, Act::Sigmoid, Act::Silu, Act::Sigmoid];
-        let tensors = (0..=acts.len()).map(|i| TensorDecl { name: format!("t{i}"), ty: Ty::Tensor(vec![2]) });
+        let tensors = (0..=acts.len()).map(|i| TensorDecl { name: format!("t{i}"), ty: Ty::tensor(&[2]) });
         let ops = acts.iter().enumerate().map(|(i, &a)| op(OpKind::Act(a), &[i], &[i + 1]));
         Graph {
             name: "chain".into(),

@@ -13,5 +13,5 @@ pub use binding::{Binding, View};
 pub use graph::{Const, Def, Graph, GraphBuilder, State, StateKind, TensorDecl};
 pub use op::{Act, Fused, HeadMap, Op, OpKind, RopeStyle, ShapeError, TensorId};
 pub use parse::{ParseError, parse_binding, parse_graph, parse_op_kind};
-pub use ty::Ty;
+pub use ty::{Shape, Ty, Types};
 pub use validate::GraphError;

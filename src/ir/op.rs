@@ -5,7 +5,9 @@
 //! as a composition of primitive ops. Every kind has a shape rule: given the types it reads, the types
 //! it writes, or why it cannot read them.
 
-use super::ty::Ty;
+use smallvec::smallvec;
+
+use super::ty::{Ty, Types};
 
 /// An op of the step graph: a kind, the tensors it reads and the tensors it writes.
 #[derive(Clone, Debug, PartialEq)]
@@ -145,9 +147,9 @@ pub type ShapeError = String;
 
 impl OpKind {
     /// The types this op writes when it reads `ins`, or why it cannot read them.
-    pub fn infer(&self, ins: &[&Ty]) -> Result<Vec<Ty>, ShapeError> {
+    pub fn infer(&self, ins: &[&Ty]) -> Result<Types, ShapeError> {
         use OpKind::*;
-        let one = |t: Ty| Ok(vec![t]);
+        let one = |t: Ty| Ok(smallvec![t]);
         match self {
             Embed => {
                 arity(ins, 2)?;
@@ -210,7 +212,7 @@ impl OpKind {
                 }
                 let mut s = lead.to_vec();
                 s.push(n);
-                one(Ty::Tensor(s))
+                one(Ty::Tensor(s.into()))
             }
             Slice { start, end } => {
                 arity(ins, 1)?;
@@ -220,15 +222,15 @@ impl OpKind {
                 }
                 let mut s = arr(ins[0])?.to_vec();
                 *s.last_mut().ok_or("empty shape")? = end - start;
-                one(Ty::Tensor(s))
+                one(Ty::Tensor(s.into()))
             }
             Reshape { shape } => {
                 arity(ins, 1)?;
                 let n: usize = arr(ins[0])?.iter().product();
                 if shape.iter().product::<usize>() != n {
-                    return Err(format!("reshape of {} to {}", ins[0], Ty::Tensor(shape.clone())));
+                    return Err(format!("reshape of {} to {}", ins[0], Ty::tensor(shape)));
                 }
-                one(Ty::Tensor(shape.clone()))
+                one(Ty::tensor(shape))
             }
             Broadcast { rows } => {
                 arity(ins, 1)?;
@@ -258,7 +260,7 @@ impl OpKind {
                 is(ins[3], &Ty::tensor(&[hv, dv]))?;
                 vec_of(ins[4], hv)?;
                 vec_of(ins[5], hv)?;
-                Ok(vec![ins[0].clone(), Ty::tensor(&[hv, dv])])
+                Ok(smallvec![ins[0].clone(), Ty::tensor(&[hv, dv])])
             }
             Rope { rotary_dims, .. } => {
                 arity(ins, 2)?;
@@ -391,7 +393,7 @@ impl Fused {
         }
     }
 
-    fn infer(&self, ins: &[&Ty]) -> Result<Vec<Ty>, ShapeError> {
+    fn infer(&self, ins: &[&Ty]) -> Result<Types, ShapeError> {
         match self {
             Fused::MergedQkv => {
                 if ins.len() < 3 {
@@ -418,7 +420,7 @@ impl Fused {
                 if let Some(b) = ins.get(2) {
                     vec_of(b, c)?;
                 }
-                Ok(vec![Ty::tensor(&[c])])
+                Ok(smallvec![Ty::tensor(&[c])])
             }
             Fused::GdnGating => {
                 arity(ins, 4)?;
@@ -426,12 +428,12 @@ impl Fused {
                 for t in &ins[1..] {
                     vec_of(t, n)?;
                 }
-                Ok(vec![ins[0].clone(), ins[0].clone()])
+                Ok(smallvec![ins[0].clone(), ins[0].clone()])
             }
             Fused::GluActMul { .. } => {
                 arity(ins, 2)?;
                 same(ins[0], ins[1])?;
-                Ok(vec![ins[1].clone()])
+                Ok(smallvec![ins[1].clone()])
             }
         }
     }
@@ -507,8 +509,9 @@ fn last(t: &Ty) -> Result<usize, ShapeError> {
     arr(t)?.last().copied().ok_or_else(|| format!("expected a non-scalar array, found {t}"))
 }
 
+/// That `t` is the vector `[n]`: [`is`] of it, without a type made to compare with.
 fn vec_of(t: &Ty, n: usize) -> Result<(), ShapeError> {
-    is(t, &Ty::tensor(&[n]))
+    if t.shape() == Some(&[n]) { Ok(()) } else { Err(format!("expected [{n}], found {t}")) }
 }
 
 fn is(t: &Ty, want: &Ty) -> Result<(), ShapeError> {
@@ -521,6 +524,6 @@ fn same(a: &Ty, b: &Ty) -> Result<(), ShapeError> {
 
 impl From<&[usize]> for Ty {
     fn from(s: &[usize]) -> Ty {
-        Ty::Tensor(s.to_vec())
+        Ty::tensor(s)
     }
 }

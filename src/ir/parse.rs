@@ -917,7 +917,7 @@ impl Cursor {
         self.skip_ws();
         if self.peek() == Some('[') {
             self.pos += 1;
-            return Ok(Ty::Tensor(self.dims()?));
+            return Ok(Ty::Tensor(self.dims()?.into()));
         }
         let start = self.pos;
         match self.word().as_deref() {

@@ -185,7 +185,7 @@ impl fmt::Display for OpKind {
             Clamp { min, max } => write!(f, "(min={min:?}, max={max:?})"),
             RmsNorm { eps } | LayerNorm { eps } | L2Norm { eps } => write!(f, "(eps={eps:?})"),
             Slice { start, end } => write!(f, "(start={start}, end={end})"),
-            Reshape { shape } => write!(f, "(shape={})", Ty::Tensor(shape.clone())),
+            Reshape { shape } => write!(f, "(shape={})", Ty::tensor(shape)),
             Broadcast { rows } => write!(f, "(rows={rows})"),
             DeltaRule { head_map } => write!(f, "(head_map={})", head_map.name()),
             Rope { theta, rotary_dims, style } => {

@@ -2,6 +2,15 @@
 
 use std::fmt;
 
+use smallvec::SmallVec;
+
+/// The dims of an array type, kept inline up to four (every shape the IR writes): a type is
+/// made for every op output that is inferred, so it should not allocate.
+pub type Shape = SmallVec<[usize; 4]>;
+
+/// The types an op writes, kept inline up to two (every op writes one or two).
+pub type Types = SmallVec<[Ty; 2]>;
+
 /// What a tensor of the step graph holds: the token read, the position, an array of values with a
 /// fixed shape, or a key or value cache whose length grows by one each step.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -11,7 +20,7 @@ pub enum Ty {
     /// The absolute position of the token: the number of tokens already processed.
     Position,
     /// An array of real values with this shape (row-major, the last axis fastest).
-    Tensor(Vec<usize>),
+    Tensor(Shape),
     /// A cache of one vector of `dim` values per head and per position seen so far.
     Cache { heads: usize, dim: usize },
 }
@@ -19,7 +28,7 @@ pub enum Ty {
 impl Ty {
     /// An array type of this shape.
     pub fn tensor(shape: &[usize]) -> Ty {
-        Ty::Tensor(shape.to_vec())
+        Ty::Tensor(Shape::from_slice(shape))
     }
 
     /// The shape of an array type, or `None` for the other types.
