@@ -7,7 +7,7 @@
 
 use smallvec::smallvec;
 
-use super::ty::{Ty, Types};
+use super::ty::{Shape, Ty, Types};
 
 /// An op of the step graph: a kind, the tensors it reads and the tensors it writes.
 #[derive(Clone, Debug, PartialEq)]
@@ -210,9 +210,9 @@ impl OpKind {
                     }
                     n += s[s.len() - 1];
                 }
-                let mut s = lead.to_vec();
+                let mut s = Shape::from_slice(lead);
                 s.push(n);
-                one(Ty::Tensor(s.into()))
+                one(Ty::Tensor(s))
             }
             Slice { start, end } => {
                 arity(ins, 1)?;
@@ -220,9 +220,9 @@ impl OpKind {
                 if start >= end || *end > n {
                     return Err(format!("slice {start}..{end} of a last axis of {n}"));
                 }
-                let mut s = arr(ins[0])?.to_vec();
+                let mut s = Shape::from_slice(arr(ins[0])?);
                 *s.last_mut().ok_or("empty shape")? = end - start;
-                one(Ty::Tensor(s.into()))
+                one(Ty::Tensor(s))
             }
             Reshape { shape } => {
                 arity(ins, 1)?;
