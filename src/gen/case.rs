@@ -160,7 +160,7 @@ fn reduced_state(d: &mut Draw) -> Numerics {
 }
 
 /// Storage types: f32 mostly, bf16 or f16 activations, a bf16 or f16 KV cache; the recurrent
-/// state always f32 (a reduced one is its own family).
+/// state always f32 (a reduced one is [`reduced_state`]'s).
 fn numerics(d: &mut Draw) -> Numerics {
     match d.below(8) {
         0..=4 => Numerics::F32,
