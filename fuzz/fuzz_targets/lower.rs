@@ -3,7 +3,16 @@
 //! the judgement. Every 10,000 inputs, and at least every 30 seconds (so that a short run under a
 //! sanitizer, which may not reach 10,000, still shows them), it prints the running statistics to
 //! stderr, with the inputs judged per second since the target started.
+//!
+//! Built without AddressSanitizer (the throughput build CI fuzzes it in, fuzz/README.md), it
+//! allocates with mimalloc, as the `stepcheck` binary does: a case makes thousands of small
+//! allocations. Under ASan it keeps the system allocator, whose every allocation ASan watches.
 #![no_main]
+#![feature(cfg_sanitize)]
+
+#[cfg(not(sanitize = "address"))]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex};
