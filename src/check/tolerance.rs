@@ -30,9 +30,13 @@
 //!    an f32 operation rounds), and the largest change this makes relative to each tensor's scale,
 //!    times [`MARGIN`], is the tolerance, with a floor of [`F32`]. It follows the graph's
 //!    conditioning (a gated norm over two values amplifies f32 rounding hundreds of times) without
-//!    excusing anything structural, which the first comparison judged exactly.
-//!    Three reasons leave it inconclusive, counted per numerics: the tolerance exceeds [`LIMIT`] of
-//!    the scale (rounding alone moves the output as far as a wrong program would); at reduced
+//!    excusing anything structural, which the first comparison judged exactly. The model runs only
+//!    when a value of the engine is off its shadow beyond the floor: within it, the engine agrees
+//!    at every tolerance the model could measure, and agreement within the floor is the stronger
+//!    statement, so the verdict is agreement at the floor.
+//!    Three reasons leave it inconclusive, counted per numerics: the engine is off its shadow
+//!    beyond the floor and the tolerance exceeds [`LIMIT`] of the scale (rounding alone moves the
+//!    output as far as a wrong program would); at reduced
 //!    storage the engine is off its shadow beyond the tolerance but within [`MARGIN`] times what
 //!    flips do (a Noisy-style f64 run whose stores then round to their type); or, all at f32, it is
 //!    off beyond the model, which one sign pattern of 2⁻²⁴ underestimates on rare ill-conditioned

@@ -8,7 +8,8 @@ pub enum Verdict {
     /// Every compared value is within tolerance. `structure` is the largest error of the exact run
     /// against the reference (relative to its tensor's scale, within [`super::EXACT`]); `max_abs`
     /// and `max_rel` are the largest errors of the engine as it runs against its exact run, and
-    /// `tolerance` the numerics tolerance they are within.
+    /// `tolerance` the numerics tolerance they are within: the floor [`super::F32`] when every
+    /// value is within it, else the tolerance the f32-arithmetic model measured.
     Agree { steps: usize, values: usize, structure: f64, max_abs: f64, max_rel: f64, tolerance: f64 },
     /// The value furthest out of tolerance, in the first comparison that found one.
     Disagree(Witness),
