@@ -36,12 +36,13 @@
 //!    statement, so the verdict is agreement at the floor.
 //!    Three reasons leave it inconclusive, counted per numerics: the engine is off its shadow
 //!    beyond the floor and the tolerance exceeds [`LIMIT`] of the scale (rounding alone moves the
-//!    output as far as a wrong program would); at reduced
-//!    storage the engine is off its shadow beyond the tolerance but within [`MARGIN`] times what
-//!    flips do (a Noisy-style f64 run whose stores then round to their type); or, all at f32, it is
-//!    off beyond the model, which one sign pattern of 2⁻²⁴ underestimates on rare ill-conditioned
-//!    graphs (the units are the same code over f32 as over f64). None can stand for a value that is
-//!    wrong at f64: the structure was judged first, exactly.
+//!    output as far as a wrong program would); at reduced storage the engine is off its shadow
+//!    beyond the tolerance but within [`MARGIN`] times what flips do (a Noisy-style f64 run whose
+//!    stores then round to their type); or, with nothing stored below f32 apart from its shadow
+//!    (all at f32, or only KV caches below it that end their shadow's to the bit), it is off
+//!    beyond the model, which one sign pattern of 2⁻²⁴ underestimates on rare ill-conditioned
+//!    graphs (the units are the same code over f32 as over f64). None can stand for a value that
+//!    is wrong at f64: the structure was judged first, exactly.
 //!
 //! Measured (docs/SOUNDNESS.md): gen_run 5,000, structure within 2.7e-13 on every case and numerics
 //! without a false failure or an inconclusive at any numerics; gen_run 30,000, one f32 case beyond

@@ -69,9 +69,10 @@ pub enum Unjudged {
     /// numerics say: `bound`, relative to the scale). An engine that rounds to the wrong type is
     /// off by more at its first store.
     RoundingFlips { witness: Witness, bound: f64 },
-    /// The structure agrees within [`super::EXACT`], the numerics are all f32 (nothing is stored
-    /// below it), and the engine is off its f64 shadow by more than the f32-arithmetic model
-    /// measured. The engine runs the same unit code over f32 as over the f64 that matched the
+    /// The structure agrees within [`super::EXACT`], nothing stored below f32 is apart from its
+    /// shadow (the numerics are all f32, or below it only in KV caches whose every value ends its
+    /// shadow's to the bit), and the engine is off its f64 shadow by more than the f32-arithmetic
+    /// model measured (and, with caches below f32, than rounding flips do). The engine runs the same unit code over f32 as over the f64 that matched the
     /// reference exactly, so the gap is f32 rounding on an ill-conditioned graph that the model's one
     /// sign pattern of 2⁻²⁴ moves underestimated, not a different computation. It would stand for a
     /// wrong value only in code the engine runs over f32 alone, of which it has none (an f32-only
@@ -166,7 +167,8 @@ impl fmt::Display for Unjudged {
             ),
             Unjudged::F32BeyondModel { witness } => write!(
                 f,
-                "the structure agrees exactly; at f32 the engine is {:.2e} of the scale off its f64 shadow at step {} \
+                "the structure agrees exactly; with nothing stored below f32 apart from its shadow, the engine is {:.2e} \
+                 of the scale off its f64 shadow at step {} \
                  in {}[{}] (reference {} engine {}), beyond the f32-arithmetic model's {:.2e}: f32 rounding on an \
                  ill-conditioned graph, in the same unit code",
                 witness.relative,
