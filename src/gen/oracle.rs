@@ -219,7 +219,7 @@ pub struct Inconclusive {
 }
 
 impl Inconclusive {
-    /// The reason's kind: `non-finite` or `rounding-dominates`.
+    /// The reason's kind: `non-finite`, `rounding-dominates`, `rounding-flips` or `f32-beyond-model`.
     pub fn kind(&self) -> &'static str {
         self.why.kind()
     }

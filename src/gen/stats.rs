@@ -14,6 +14,8 @@ pub struct Stats {
     pub accepted: u64,
     pub refused: BTreeMap<&'static str, u64>,
     pub inconclusive: u64,
+    /// The inconclusive cases by the kind of their reason ([`super::oracle::Inconclusive::kind`]).
+    pub inconclusive_kinds: BTreeMap<&'static str, u64>,
     pub failures: u64,
     /// Per numerics (its text form), the cases accepted (agreeing, inconclusive or unsound) and
     /// the inconclusive among them: the budget of inconclusive verdicts is counted over the cases
@@ -41,7 +43,10 @@ impl Stats {
         match j {
             Judgement::Agreed { .. } => self.accepted += 1,
             Judgement::Refused { error } => *self.refused.entry(error.name()).or_default() += 1,
-            Judgement::Inconclusive(..) => self.inconclusive += 1,
+            Judgement::Inconclusive(why, _) => {
+                self.inconclusive += 1;
+                *self.inconclusive_kinds.entry(why.kind()).or_default() += 1;
+            }
             Judgement::Failure(_) => self.failures += 1,
         }
     }
@@ -74,22 +79,52 @@ impl Stats {
 }
 
 impl fmt::Display for Stats {
-    /// One line: `10000 cases: 2874 accepted, 7100 refused (WrongOp 1200, …), 26 inconclusive, 0 failures;
-    /// proofs: 2900 proved, 0 refuted, 0 inconclusive`.
+    /// One line: `10000 cases: 2874 accepted, 7100 refused (WrongOp 1200, …), 26 inconclusive
+    /// (f32-beyond-model 26), 0 failures; proofs: 2900 proved, 0 refuted, 0 inconclusive`; the
+    /// inconclusive cases' kinds are shown when there are any.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let refused: Vec<String> = self.refused.iter().map(|(v, n)| format!("{v} {n}")).collect();
+        let counts = |m: &BTreeMap<&'static str, u64>| m.iter().map(|(v, n)| format!("{v} {n}")).collect::<Vec<_>>();
+        let kinds = match counts(&self.inconclusive_kinds) {
+            k if k.is_empty() => String::new(),
+            k => format!(" ({})", k.join(", ")),
+        };
         write!(
             f,
-            "{} cases: {} accepted, {} refused ({}), {} inconclusive, {} failures; proofs: {} proved, {} refuted, {} inconclusive",
+            "{} cases: {} accepted, {} refused ({}), {} inconclusive{}, {} failures; proofs: {} proved, {} refuted, {} inconclusive",
             self.cases,
             self.accepted,
             self.refused_total(),
-            refused.join(", "),
+            counts(&self.refused).join(", "),
             self.inconclusive,
+            kinds,
             self.failures,
             self.proved,
             self.refuted,
             self.unproved
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Unjudged;
+    use crate::engine::Numerics;
+    use crate::r#gen::oracle::Inconclusive;
+    use crate::prove::ProofOutcome;
+
+    fn inconclusive(why: Unjudged) -> Judgement {
+        Judgement::Inconclusive(Inconclusive { why, numerics: Numerics::F32 }, ProofOutcome::Proved)
+    }
+
+    #[test]
+    fn the_line_names_the_kinds_of_the_inconclusive_cases_when_there_are_any() {
+        let mut stats = Stats::default();
+        assert!(stats.to_string().contains(" 0 inconclusive, 0 failures"), "{stats}");
+        let non_finite = || inconclusive(Unjudged::NonFinite { step: 1, tensor: "logits".into(), index: 0 });
+        for j in [non_finite(), non_finite()] {
+            stats.record(&j);
+        }
+        assert!(stats.to_string().contains(" 2 inconclusive (non-finite 2), 0 failures"), "{stats}");
     }
 }
