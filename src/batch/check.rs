@@ -11,12 +11,11 @@
 //!    ([`Rounding::Exact`]), against each sequence alone on the reference, mapped to the
 //!    reference's layouts by [`crate::check::mapped`], within [`EXACT`] — no excuse;
 //! 2. the numerics: the plan run as the engine runs it beside its f64 shadow ([`Shadowed`]), the
-//!    engine's half against the shadow's in the engine's layouts, within the floor [`F32`], or, when
-//!    a value is beyond it, within the tolerance the f32-arithmetic model ([`Noisy`]) measures on
-//!    the exact run; at reduced storage a gap within
-//!    [`MARGIN`] times what rounding flips do (an f64 run whose stores round,
-//!    [`Rounding::ModelStored`]) is inconclusive, as is any gap when all is f32 (the
-//!    f32-arithmetic model underestimated), and a tolerance beyond [`LIMIT`];
+//!    engine's half against the shadow's in the engine's layouts, within the floor or the
+//!    tolerance the f32-arithmetic model ([`Noisy`]) measures on the exact run, as
+//!    [`judge_numerics`] says; at reduced storage a gap within [`MARGIN`] times what rounding flips
+//!    do (an f64 run whose stores round, [`Rounding::ModelStored`]) is inconclusive, as is any gap
+//!    when all is f32 (the f32-arithmetic model underestimated), and a tolerance beyond [`LIMIT`];
 //! 3. the batched step: those runs step a batch's rows one after another, and the engine as it runs
 //!    in f32 steps rows that share no storage as one batched step, whose every value must be the
 //!    judged engine half's to the bit (a disagreement of tolerance 0 otherwise: the judged values
@@ -33,7 +32,7 @@ use super::plan::{Lowered, lower_schedule};
 use super::run::{BatchArithmetic, BatchRunError, BatchRunner};
 use super::schedule::{Schedule, Seq};
 use super::{BatchError, BatchProgram};
-use crate::check::{CheckError, EXACT, F32, LIMIT, MARGIN, Stage, Unjudged, Witness, Worst, flat, mapped, tolerance};
+use crate::check::{CheckError, EXACT, LIMIT, MARGIN, Stage, Unjudged, Witness, Worst, flat, judge_numerics, mapped};
 use crate::engine::numerics::Numerics;
 use crate::engine::run::{Noisy, Real, Rounding, Shadowed, StateData};
 use crate::interp::{Runner, StateSnapshot};
@@ -397,18 +396,20 @@ pub fn check_lowered(
     let again = |e: BatchError| CheckError::NotJudged(format!("a run refused the plan the exact run ran: {e}"));
     let shadowed = engine_run::<Shadowed>(pool, checkpoint, lowered, Rounding::Stored)?.map_err(again)?;
     let (engine, shadow) = (shadowed.map(|x| f64::from(x.lo)), shadowed.map(|x| x.hi));
-    // As the single check: the model runs only for an engine off its shadow beyond the floor.
-    let mut numerics = Judge::new(Stage::Numerics, F32);
-    shadow.compare_with(&engine, &mut numerics);
-    let mut tol = F32;
-    if numerics.first.is_some() {
-        let model = engine_run::<Noisy>(pool, checkpoint, lowered, Rounding::Model)?.map_err(again)?;
-        let mut effect = Judge::new(Stage::Numerics, f64::INFINITY);
-        exact.compare_with(&model, &mut effect);
-        tol = tolerance(effect.worst.max_rel);
-        numerics = Judge::new(Stage::Numerics, tol);
-        shadow.compare_with(&engine, &mut numerics);
-    }
+    let (numerics, tol) = judge_numerics(
+        |tol| {
+            let mut numerics = Judge::new(Stage::Numerics, tol);
+            shadow.compare_with(&engine, &mut numerics);
+            numerics
+        },
+        |numerics| numerics.first.is_some(),
+        || {
+            let model = engine_run::<Noisy>(pool, checkpoint, lowered, Rounding::Model)?.map_err(again)?;
+            let mut effect = Judge::new(Stage::Numerics, f64::INFINITY);
+            exact.compare_with(&model, &mut effect);
+            Ok::<_, CheckError>(effect.worst.max_rel)
+        },
+    )?;
     if let (Some(first), Some((seq, worst))) = (numerics.first.clone(), numerics.worst()) {
         if pool.program.numerics != Numerics::F32 {
             // Flips: the engine's f32 arithmetic put a value on the other side of a rounding

@@ -9,7 +9,8 @@
 //!    reference, mapped to the reference's layouts, within [`EXACT`] — no excuse;
 //! 2. the numerics: the engine as it runs against its f64 shadow (`Shadowed`), in the engine's
 //!    layouts, within the floor [`F32`], or, when a value is beyond it, within the tolerance a model
-//!    of f32 arithmetic (`Noisy`) measures on the exact run (the model runs only then).
+//!    of f32 arithmetic (`Noisy`) measures on the exact run (the model runs only then:
+//!    [`judge_numerics`]).
 //!
 //! [`compare_graphs`] judges the shim the same way: the authored graph against the graph the shim
 //! fused, both in the reference interpreter, within [`EXACT`].
@@ -17,7 +18,7 @@
 mod tolerance;
 mod verdict;
 
-pub use tolerance::{EXACT, F32, LIMIT, MARGIN, tolerance};
+pub use tolerance::{EXACT, F32, LIMIT, MARGIN, judge_numerics, tolerance};
 pub use verdict::{Stage, Unjudged, Verdict, Witness};
 
 use crate::engine::numerics::{Numerics, Storage};
@@ -98,19 +99,20 @@ pub fn compare_with(
     }
     let shadowed = engine_run::<Shadowed>(program, checkpoint, tokens, Rounding::Stored)?;
     let (engine, shadow) = shadowed.split();
-    // Within the floor, the engine agrees at every tolerance the model could measure, so the
-    // model runs only for an engine off its shadow beyond it.
-    let mut numerics = Worst::new(Stage::Numerics, F32);
-    shadow.compare_with(&engine, last, &mut numerics);
-    let mut tol = F32;
-    if numerics.witness.is_some() {
-        let model = engine_run::<Noisy>(program, checkpoint, tokens, Rounding::Model)?;
-        let mut effect = Worst::new(Stage::Numerics, f64::INFINITY);
-        exact.compare_with(&model, last, &mut effect);
-        tol = tolerance(effect.max_rel);
-        numerics = Worst::new(Stage::Numerics, tol);
-        shadow.compare_with(&engine, last, &mut numerics);
-    }
+    let (numerics, tol) = judge_numerics(
+        |tol| {
+            let mut numerics = Worst::new(Stage::Numerics, tol);
+            shadow.compare_with(&engine, last, &mut numerics);
+            numerics
+        },
+        |numerics| numerics.witness.is_some(),
+        || {
+            let model = engine_run::<Noisy>(program, checkpoint, tokens, Rounding::Model)?;
+            let mut effect = Worst::new(Stage::Numerics, f64::INFINITY);
+            exact.compare_with(&model, last, &mut effect);
+            Ok::<_, CheckError>(effect.max_rel)
+        },
+    )?;
     if let Some(w) = numerics.witness {
         if program.numerics != Numerics::F32 {
             // Flips: the engine's f32 arithmetic put a value on the other side of a rounding
@@ -253,17 +255,14 @@ struct EngineRun<R> {
 /// ([`Shadowed`]), so a gap left beside equal caches comes from f32 arithmetic alone.
 fn no_store_below_f32_apart(numerics: Numerics, engine: &EngineRun<f32>, shadow: &EngineRun<f64>) -> bool {
     let only_caches = Numerics { kv_cache: Storage::F32, ..numerics } == Numerics::F32;
-    let equal = |e: &StateValue<f32>, s: &StateValue<f64>| match (e, s) {
-        (StateValue::KvCache { values: e, .. }, StateValue::KvCache { values: s, .. }) => {
-            e.len() == s.len() && e.iter().zip(s).all(|(&e, &s)| f64::from(e).to_bits() == s.to_bits())
-        }
-        (StateValue::KvCache { .. }, _) | (_, StateValue::KvCache { .. }) => false,
-        _ => true,
+    let to_the_bit = |e: &StateValue<f32>, s: &StateValue<f64>| {
+        !matches!(e, StateValue::KvCache { .. })
+            || flat(e).iter().map(|x| x.to_bits()).eq(flat(s).iter().map(|x| x.to_bits()))
     };
     only_caches
         && (numerics.kv_cache == Storage::F32
             || engine.states.len() == shadow.states.len()
-                && engine.states.iter().zip(&shadow.states).all(|((_, e), (_, s))| equal(e, s)))
+                && engine.states.iter().zip(&shadow.states).all(|((_, e), (_, s))| to_the_bit(e, s)))
 }
 
 fn engine_run<R: Real>(

@@ -69,6 +69,25 @@ pub fn tolerance(model_effect: f64) -> f64 {
     F32.max(MARGIN * model_effect)
 }
 
+/// The numerics judged as every check judges them: within the floor [`F32`] first, and only when
+/// a value is beyond it within [`tolerance`] of the model's effect, which `effect` measures (the
+/// model is not run otherwise: no tolerance is below the floor, so within it the engine agrees at
+/// every tolerance the model could give). `judge(tol)` compares the engine with its shadow within
+/// `tol`, and `beyond` says whether that comparison found a value out of it. Returns the
+/// comparison that decides, with its tolerance.
+pub fn judge_numerics<J, E>(
+    mut judge: impl FnMut(f64) -> J,
+    beyond: impl Fn(&J) -> bool,
+    effect: impl FnOnce() -> Result<f64, E>,
+) -> Result<(J, f64), E> {
+    let within_floor = judge(F32);
+    if !beyond(&within_floor) {
+        return Ok((within_floor, F32));
+    }
+    let tol = tolerance(effect()?);
+    Ok((judge(tol), tol))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +99,30 @@ mod tests {
             assert_eq!(tolerance(effect), want, "{effect}");
         }
         const { assert!(EXACT * 1e4 < F32 && F32 < LIMIT) };
+    }
+
+    #[test]
+    fn the_model_runs_only_for_a_value_beyond_the_floor_and_then_sets_the_tolerance() {
+        // (the engine's largest gap from its shadow, the model's effect, the tolerance judged
+        // within, whether the model ran, whether a value is out of that tolerance)
+        for (gap, effect, tol, ran, out) in [
+            (5e-5, 1.0, F32, false, false),
+            (F32, 1.0, F32, false, false),
+            (2e-4, 1e-4, 4e-4, true, false),
+            (2e-4, 1e-5, F32, true, true),
+            (0.5, 0.1, 0.4, true, true),
+        ] {
+            let mut runs = 0;
+            let judged = judge_numerics(
+                |tol| gap > tol,
+                |&out| out,
+                || {
+                    runs += 1;
+                    Ok::<_, ()>(effect)
+                },
+            );
+            assert_eq!(judged, Ok((out, tol)), "gap {gap}, effect {effect}");
+            assert_eq!(runs, usize::from(ran), "gap {gap}, effect {effect}");
+        }
     }
 }

@@ -72,11 +72,12 @@ pub enum Unjudged {
     /// The structure agrees within [`super::EXACT`], nothing stored below f32 is apart from its
     /// shadow (the numerics are all f32, or below it only in KV caches whose every value ends its
     /// shadow's to the bit), and the engine is off its f64 shadow by more than the f32-arithmetic
-    /// model measured (and, with caches below f32, than rounding flips do). The engine runs the same unit code over f32 as over the f64 that matched the
-    /// reference exactly, so the gap is f32 rounding on an ill-conditioned graph that the model's one
-    /// sign pattern of 2⁻²⁴ moves underestimated, not a different computation. It would stand for a
-    /// wrong value only in code the engine runs over f32 alone, of which it has none (an f32-only
-    /// kernel must be property-tested against the generic path before this reason may stay).
+    /// model measured (and, with caches below f32, than rounding flips do). The engine runs the
+    /// same unit code over f32 as over the f64 that matched the reference exactly, so the gap is
+    /// f32 rounding on an ill-conditioned graph that the model's one sign pattern of 2⁻²⁴ moves
+    /// underestimated, not a different computation. It would stand for a wrong value only in code
+    /// the engine runs over f32 alone, of which it has none (an f32-only kernel must be
+    /// property-tested against the generic path before this reason may stay).
     F32BeyondModel { witness: Witness },
 }
 
