@@ -7,9 +7,12 @@
 //! error: the `LowerError` variant and its place (block and layer) must be one the case allows
 //! ([`super::Case::expected`]). For every case with a spec, accepted or refused, the graph the shim
 //! was given and the graph it made run in the reference interpreter and must agree exactly
-//! ([`crate::check::compare_graphs`]): a shim that mis-fuses is a failure with its witness. A
-//! comparison that concludes nothing is counted as inconclusive, never passed as agreement, and only
-//! for a reason that cannot hide a wrong structure ([`Inconclusive`]).
+//! ([`crate::check::compare_graphs`]): a shim that mis-fuses is a failure with its witness. The
+//! one exception: a proved program whose proof covers both stages is first compared end to end,
+//! with the graph the shim was given, and agreement there is its verdict; anything else is judged
+//! stage by stage ([`proves_every_stage`]). A comparison that concludes nothing is counted as
+//! inconclusive, never passed as agreement, and only for a reason that cannot hide a wrong
+//! structure ([`Inconclusive`]).
 
 use std::fmt;
 use std::rc::Rc;
@@ -152,33 +155,51 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
     let outcome = Outcome::of(&t.lowered);
     let checkpoint = case.spec().map(|spec| random_checkpoint(spec, case.seed));
     let tokens = case.tokens();
-    // The shim, on every case with a checkpoint: both graphs must run for a comparison (a mutation
-    // of the authored graph may leave one the reference cannot run, which lowering refuses).
-    // The reference's run of the fused graph, kept for the comparison with the program when the
-    // graph the lowering read is that graph (no mutation after the shim): the same graph on the
-    // same checkpoint and tokens, run once.
-    let mut fused_run = None;
-    if let Some(ckpt) = &checkpoint
-        && let decoded = Decoded::default()
-        && let Ok(a) = reference_run_with(&t.shim.0, ckpt, &tokens, &decoded)
-        && let Ok(f) = reference_run_with(&t.shim.1, ckpt, &tokens, &decoded)
-    {
-        if let Ok(Some(witness)) = compare_graph_runs(&t.shim.0, &a, &t.shim.1, &f) {
-            return Judgement::Failure(Failure::MisFused { witness, found: outcome });
-        }
-        fused_run = Some(f).filter(|_| Rc::ptr_eq(&t.fused, &t.shim.1) || t.fused == t.shim.1);
-    }
     let wrong = |message: String| {
         expected
             .as_ref()
             .filter(|e| !e.admits(&outcome))
             .map(|e| Judgement::Failure(Failure::WrongOutcome { expected: e.clone(), found: outcome.clone(), message }))
     };
+    let decoded = Decoded::default();
+    // The reference's run of the graph the shim was given, on every case with a checkpoint.
+    let given_run = checkpoint.as_ref().map(|ckpt| reference_run_with(&t.shim.0, ckpt, &tokens, &decoded));
+    // End to end, where the proof covers every stage ([`proves_every_stage`]): a proved program
+    // that agrees with the reference's run of the graph the shim was given is agreed on, without
+    // the reference's run of the fused graph. Anything else (not proved, a disagreement, nothing
+    // concluded) is judged stage by stage below, which names the stage a disagreement comes from.
+    let mut proof = None;
+    if let (Ok(program), Some(ckpt), Some(Ok(given))) = (&t.lowered, &checkpoint, &given_run)
+        && proves_every_stage(case)
+    {
+        let verdict = prove_trace(case, t.authored.as_deref(), &t.fused, program);
+        if verdict.is_proved()
+            && let Ok(v @ Verdict::Agree { .. }) = compare_with(&t.shim.0, given, program, ckpt, &tokens)
+        {
+            return wrong(format!("the program was accepted ({v})"))
+                .unwrap_or(Judgement::Agreed { verdict: v, proof: verdict.outcome() });
+        }
+        proof = Some(verdict);
+    }
+    // Each stage on its own. The shim, on every case with a checkpoint: both graphs must run for a
+    // comparison (a mutation of the authored graph may leave one the reference cannot run, which
+    // lowering refuses). The reference's run of the fused graph, kept for the comparison with the
+    // program when the graph the lowering read is that graph (no mutation after the shim): the
+    // same graph on the same checkpoint and tokens, run once.
+    let mut fused_run = None;
+    if let (Some(ckpt), Some(Ok(a))) = (&checkpoint, &given_run)
+        && let Ok(f) = reference_run_with(&t.shim.1, ckpt, &tokens, &decoded)
+    {
+        if let Ok(Some(witness)) = compare_graph_runs(&t.shim.0, a, &t.shim.1, &f) {
+            return Judgement::Failure(Failure::MisFused { witness, found: outcome });
+        }
+        fused_run = Some(f).filter(|_| Rc::ptr_eq(&t.fused, &t.shim.1) || t.fused == t.shim.1);
+    }
     let program = match t.lowered {
         Err(error) => return wrong(error.to_string()).unwrap_or(Judgement::Refused { error }),
         Ok(p) => p,
     };
-    let proof = match prove_trace(case, t.authored.as_deref(), &t.fused, &program) {
+    let proof = match proof.unwrap_or_else(|| prove_trace(case, t.authored.as_deref(), &t.fused, &program)) {
         ProofVerdict::Refuted(r) => {
             let refutation = ProofVerdict::Refuted(r).to_string();
             return Judgement::Failure(Failure::Refuted { refutation, program: program.to_string() });
@@ -206,6 +227,15 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
         }
         v => wrong(format!("the program was accepted ({v})")).unwrap_or(Judgement::Agreed { verdict: v, proof }),
     }
+}
+
+/// Whether the proof of the case's program covers every stage from the graph the shim was given
+/// (the shim's graph ≡ the fused graph ≡ the program, [`prove_trace`]): a case of a spec with no
+/// mutation after the shim. There a proved program that agrees end to end needs no sample of
+/// each stage apart: what that leaves to the proof alone is a fused graph off the given one and a
+/// program off the fused graph by amounts that cancel at the sample.
+fn proves_every_stage(case: &Case) -> bool {
+    matches!(case.input, Input::Spec(_)) && case.mutation.as_ref().is_none_or(|m| m.stage() != Stage::Fused)
 }
 
 /// Why an accepted case's comparison concluded nothing ([`Unjudged`]), at the case's numerics.
@@ -292,6 +322,52 @@ impl fmt::Display for Judgement {
                 write!(f, "WRONG OUTCOME: expected {expected}, found {found}: {message}")
             }
             Judgement::Failure(Failure::Broken { why }) => write!(f, "BROKEN CASE: {why}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The end-to-end path agrees only on agreement: a bug planted in either interpreter still
+    //! reaches its stage-by-stage verdict, named at the stage that catches it.
+
+    use super::*;
+    use crate::check::Stage as CheckStage;
+    use crate::engine::{Numerics, Storage};
+    use crate::model::presets::preset;
+    use crate::planted::{self, Bug};
+
+    /// The oracle's judgement of the tiny preset at `numerics`, with `bug` planted if any.
+    fn judged(bug: Option<Bug>, numerics: Numerics) -> Judgement {
+        let spec = preset("tiny").expect("the tiny preset");
+        let case = Case { input: Input::Spec(spec), without: None, numerics, mutation: None, seed: 7, steps: 4 };
+        match bug {
+            Some(bug) => planted::with(bug, || judge(&case)),
+            None => judge(&case),
+        }
+    }
+
+    #[test]
+    fn a_planted_bug_is_unsound_at_its_stage_and_the_clean_case_agrees() {
+        let f16 = Numerics { activations: Storage::F16, kv_cache: Storage::F16, ..Numerics::F32 };
+        let cases = [
+            (Bug::EngineRopeBackwards, Numerics::F32, CheckStage::Structure),
+            (Bug::EngineL2EpsOutsideSqrt, Numerics::BF16, CheckStage::Structure),
+            (Bug::EngineGroupedValueHeads, Numerics::F32, CheckStage::Structure),
+            (Bug::ReferenceTiledKvHeads, Numerics::F32, CheckStage::Structure),
+            (Bug::EngineF16AsBf16, f16, CheckStage::Numerics),
+        ];
+        for (bug, numerics, stage) in cases {
+            let clean = judged(None, numerics);
+            assert!(
+                matches!(clean, Judgement::Agreed { proof: ProofOutcome::Proved, .. }),
+                "{bug:?} unplanted: {clean}"
+            );
+            let planted = judged(Some(bug), numerics);
+            assert!(
+                matches!(&planted, Judgement::Failure(Failure::Unsound { witness, .. }) if witness.stage == stage),
+                "{bug:?}: {planted}"
+            );
         }
     }
 }
