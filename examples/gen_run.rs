@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use stepcheck::r#gen::Case;
-use stepcheck::r#gen::draw::seeded_bytes;
+use stepcheck::r#gen::draw::measured_case_bytes;
 use stepcheck::r#gen::file::CaseFile;
 use stepcheck::r#gen::oracle::{Judgement, Stats, judge_drawn};
 
@@ -15,10 +15,6 @@ use stepcheck::r#gen::oracle::{Judgement, Stats, judge_drawn};
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn bytes(index: u64) -> Vec<u8> {
-    seeded_bytes(index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03, 256)
-}
 
 fn main() {
     let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
@@ -29,7 +25,7 @@ fn main() {
     let mut reduced_accepted = 0;
     let t0 = Instant::now();
     for i in first..first + cases {
-        let Some(drawn) = Case::draw(&bytes(i)) else { continue };
+        let Some(drawn) = Case::draw(&measured_case_bytes(i)) else { continue };
         let case = drawn.case.clone();
         let j = judge_drawn(drawn);
         stats.record_at(&j, case.numerics);

@@ -1,17 +1,18 @@
 //! What each stage of the oracle costs on generated cases: `cargo run --release --example
-//! stage_costs -- [CASES]`. It draws the cases `gen_run` draws (the same bytes of each index) and
-//! times, per case, the stages `judge_drawn` runs in turn: the trace (author, shim, lower), the
-//! random checkpoint, the reference's runs of the shim's two graphs, the proof and the engine's
-//! runs with their comparison. It prints each stage's total and share, and the mean size of a
-//! case (ops of the fused graph, checkpoint weights and how many times its runs read one, blocks
-//! of the program), for the cost model in
-//! docs/PERFORMANCE.md. It is a measurement, not a judge: it checks no verdict.
+//! stage_costs -- [CASES]`. It draws the cases `gen_run` draws ([`measured_case_bytes`]) and
+//! times, per case, the stages `judge_drawn` runs when it judges a case stage by stage: the trace
+//! (author, shim, lower; authored again, where `judge_drawn` reuses the draw's step), the random
+//! checkpoint, the reference's runs of the shim's two graphs, the proof and the engine's runs with
+//! their comparison. It prints each stage's total and share, and the mean size of a case (ops of
+//! the fused graph, checkpoint weights and how many times its runs read one, blocks of the
+//! program), for the cost model in docs/PERFORMANCE.md. It is a measurement, not a judge: it
+//! checks no verdict.
 
 use std::time::{Duration, Instant};
 
 use stepcheck::check::{compare_with, reference_run_with};
 use stepcheck::r#gen::Case;
-use stepcheck::r#gen::draw::seeded_bytes;
+use stepcheck::r#gen::draw::measured_case_bytes;
 use stepcheck::r#gen::oracle::{prove_trace, trace};
 use stepcheck::interp::Decoded;
 use stepcheck::model::random::random_checkpoint;
@@ -41,7 +42,7 @@ fn main() {
         clock = now;
     };
     for i in 0..cases {
-        let bytes = seeded_bytes(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03, 256);
+        let bytes = measured_case_bytes(i);
         lap(0, &mut spent);
         let Some(drawn) = Case::draw(&bytes) else { continue };
         let case = drawn.case;
@@ -64,7 +65,7 @@ fn main() {
         // The engine's exact run, and its run beside its shadow (f32 and f64): three more passes.
         passes += 3 * ckpt.numel() * tokens.len();
         blocks += program.blocks.len();
-        let _ = prove_trace(&case, t.authored.as_deref(), &t.fused, program);
+        let _ = prove_trace(&case, &t, program);
         lap(4, &mut spent);
         let _ = compare_with(&t.fused, &fused_run, program, &ckpt, &tokens);
         lap(5, &mut spent);

@@ -93,7 +93,7 @@ fn every_accepted_generated_case_proves() {
         let Ok(t) = trace(&case) else { continue };
         let Ok(program) = &t.lowered else { continue };
         accepted += 1;
-        let v = prove_trace(&case, t.authored.as_deref(), &t.fused, program);
+        let v = prove_trace(&case, &t, program);
         assert!(v.is_proved(), "case {i}: {v}\n{case:?}");
     }
     assert!(accepted >= cases / 20, "only {accepted} of {cases} cases accepted");

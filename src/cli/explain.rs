@@ -48,7 +48,7 @@ pub fn explain(a: ExplainArgs) -> Result<ExitCode, CliError> {
             section("program")?;
             out!("{p}");
             section("proof")?;
-            outln!("{}", prove_trace(case, t.authored.as_deref(), &t.fused, p));
+            outln!("{}", prove_trace(case, &t, p));
         }
         Err(e) => {
             section("refused")?;

@@ -58,6 +58,13 @@ impl<'a> Draw<'a> {
     }
 }
 
+/// The 256 bytes case `index` of the measurement examples is drawn from (`gen_run`,
+/// `stage_costs`): both examples, and the figures docs/PERFORMANCE.md gives for them, see the same
+/// cases.
+pub fn measured_case_bytes(index: u64) -> Vec<u8> {
+    seeded_bytes(index.wrapping_mul(GOLDEN) ^ 0xD1B5_4A32_D192_ED03, 256)
+}
+
 /// `len` pseudo-random bytes of the SplitMix64 stream that starts at `seed`: the inputs that
 /// deterministic sweeps and benchmarks draw their cases from.
 pub fn seeded_bytes(seed: u64, len: usize) -> Vec<u8> {

@@ -86,21 +86,13 @@ fn trace_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Res
 }
 
 /// The proof of an accepted case's program ([`crate::prove`]): the program against the graph the
-/// lowering read, and that graph against the graph the shim read: the authored step with a
-/// mutation of the authored stage applied. A mutation after the shim has no authored graph to
-/// answer to, so then (and for a case given as a graph) the shim's stage compares the fused graph
-/// with itself.
-pub fn prove_trace(case: &Case, authored: Option<&Graph>, fused: &Graph, program: &Program) -> ProofVerdict {
-    let mutated;
-    let before_shim = match (authored, &case.mutation) {
-        (Some(a), Some(m)) if m.stage() == Stage::Authored => {
-            mutated = m.apply(a);
-            mutated.as_ref()
-        }
-        (Some(a), None) => Some(a),
-        _ => None,
-    };
-    prove(before_shim.unwrap_or(fused), fused, program)
+/// lowering read, and that graph against the graph the shim read (the authored step, with a
+/// mutation of the authored stage applied) where [`proves_every_stage`]. A mutation after the shim
+/// has no authored graph to answer to, so then (and for a case given as a graph) the shim's stage
+/// compares the fused graph with itself.
+pub fn prove_trace(case: &Case, t: &Trace, program: &Program) -> ProofVerdict {
+    let before_shim = if proves_every_stage(case) { &t.shim.0 } else { &t.fused };
+    prove(before_shim, &t.fused, program)
 }
 
 /// What the oracle found on a case.
@@ -161,6 +153,9 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
             .filter(|e| !e.admits(&outcome))
             .map(|e| Judgement::Failure(Failure::WrongOutcome { expected: e.clone(), found: outcome.clone(), message }))
     };
+    let agreed = |verdict: Verdict, proof: ProofOutcome| {
+        wrong(format!("the program was accepted ({verdict})")).unwrap_or(Judgement::Agreed { verdict, proof })
+    };
     let decoded = Decoded::default();
     // The reference's run of the graph the shim was given, on every case with a checkpoint.
     let given_run = checkpoint.as_ref().map(|ckpt| reference_run_with(&t.shim.0, ckpt, &tokens, &decoded));
@@ -172,12 +167,11 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
     if let (Ok(program), Some(ckpt), Some(Ok(given))) = (&t.lowered, &checkpoint, &given_run)
         && proves_every_stage(case)
     {
-        let verdict = prove_trace(case, t.authored.as_deref(), &t.fused, program);
+        let verdict = prove_trace(case, &t, program);
         if verdict.is_proved()
             && let Ok(v @ Verdict::Agree { .. }) = compare_with(&t.shim.0, given, program, ckpt, &tokens)
         {
-            return wrong(format!("the program was accepted ({v})"))
-                .unwrap_or(Judgement::Agreed { verdict: v, proof: verdict.outcome() });
+            return agreed(v, verdict.outcome());
         }
         proof = Some(verdict);
     }
@@ -195,11 +189,11 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
         }
         fused_run = Some(f).filter(|_| Rc::ptr_eq(&t.fused, &t.shim.1) || t.fused == t.shim.1);
     }
-    let program = match t.lowered {
-        Err(error) => return wrong(error.to_string()).unwrap_or(Judgement::Refused { error }),
+    let program = match &t.lowered {
+        Err(error) => return wrong(error.to_string()).unwrap_or(Judgement::Refused { error: error.clone() }),
         Ok(p) => p,
     };
-    let proof = match proof.unwrap_or_else(|| prove_trace(case, t.authored.as_deref(), &t.fused, &program)) {
+    let proof = match proof.unwrap_or_else(|| prove_trace(case, &t, program)) {
         ProofVerdict::Refuted(r) => {
             let refutation = ProofVerdict::Refuted(r).to_string();
             return Judgement::Failure(Failure::Refuted { refutation, program: program.to_string() });
@@ -212,8 +206,8 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
         });
     };
     let verdict = match fused_run {
-        Some(reference) => compare_with(&t.fused, &reference, &program, &checkpoint, &tokens),
-        None => compare(&t.fused, &program, &checkpoint, &tokens),
+        Some(reference) => compare_with(&t.fused, &reference, program, &checkpoint, &tokens),
+        None => compare(&t.fused, program, &checkpoint, &tokens),
     };
     let verdict = match verdict {
         Ok(v) => v,
@@ -225,7 +219,7 @@ fn judge_from(case: &Case, authored: Option<Graph>, fused: Option<Graph>) -> Jud
             let why = Inconclusive { why, numerics: case.numerics };
             wrong(format!("the program was accepted ({why})")).unwrap_or(Judgement::Inconclusive(why, proof))
         }
-        v => wrong(format!("the program was accepted ({v})")).unwrap_or(Judgement::Agreed { verdict: v, proof }),
+        v => agreed(v, proof),
     }
 }
 
