@@ -17,6 +17,13 @@ use stepcheck::r#gen::oracle::{Judgement, Stats, judge_drawn};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    // A build with the `planted` feature plants the bug `STEPCHECK_PLANT` names, and says so.
+    #[cfg(feature = "planted")]
+    match stepcheck::planted::from_env() {
+        Ok(Some(bug)) => eprintln!("gen_run: the bug {bug:?} is planted (STEPCHECK_PLANT)"),
+        Ok(None) => {}
+        Err(e) => panic!("{e}"),
+    }
     let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let (cases, first) = (args.first().copied().unwrap_or(10_000), args.get(1).copied().unwrap_or(0));
     let mut stats = Stats::default();

@@ -13,8 +13,8 @@ pub mod interp;
 pub mod ir;
 pub mod limits;
 pub mod model;
-#[cfg(test)]
-mod planted;
+#[cfg(any(test, feature = "planted"))]
+pub mod planted;
 pub mod prove;
 pub mod scalar;
 pub mod source;

@@ -537,7 +537,7 @@ fn attention(
     let mut out = Array2::zeros((nh, dv));
     for h in 0..nh {
         let m = head_map.source(h, nh, nkv);
-        #[cfg(test)]
+        #[cfg(any(test, feature = "planted"))]
         let m = if crate::planted::is(crate::planted::Bug::ReferenceTiledKvHeads) { h % nkv } else { m };
         let scores: Vec<f64> = (first..t).map(|j| scale * q.row(h).dot(&keys.slice(ndarray::s![m, j, ..]))).collect();
         let sink = sinks.map(|s| s[h]);

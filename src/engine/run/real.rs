@@ -121,7 +121,7 @@ impl Real for f32 {
     const NEG_INFINITY: f32 = f32::NEG_INFINITY;
     #[inline]
     fn round_to(self, storage: Storage) -> f32 {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "planted"))]
         if storage == Storage::F16 && crate::planted::is(crate::planted::Bug::EngineF16AsBf16) {
             return Storage::Bf16.round(self);
         }

@@ -85,7 +85,7 @@ pub fn rms_norm<R: Real>(x: &[R], weight: &[f32], eps: R, out: &mut [R]) {
 
 /// `out = x · rsqrt(Σx² + 1e-6) · scale`.
 fn l2_norm<R: Real>(x: &[R], scale: R, out: &mut [R]) {
-    #[cfg(test)]
+    #[cfg(any(test, feature = "planted"))]
     if crate::planted::is(crate::planted::Bug::EngineL2EpsOutsideSqrt) {
         let r = scale / (dot(x, x).sqrt() + R::of(L2_EPS));
         for (o, &xi) in out.iter_mut().zip(x) {
@@ -192,7 +192,7 @@ pub fn delta_rule<R: Real>(inp: &DeltaInputs<R>, state: &mut DeltaState<R>, qn: 
     }
     for h in 0..state.value_heads {
         let kh = h % inp.key_heads;
-        #[cfg(test)]
+        #[cfg(any(test, feature = "planted"))]
         let kh = if crate::planted::is(crate::planted::Bug::EngineGroupedValueHeads) {
             h / (state.value_heads / inp.key_heads)
         } else {
@@ -219,7 +219,7 @@ pub fn delta_rule<R: Real>(inp: &DeltaInputs<R>, state: &mut DeltaState<R>, qn: 
 
 /// The gated norm, per head of `dim` values: `out = rms_norm(x, weight) · silu(z)`.
 pub fn gated_norm<R: Real>(x: &[R], z: &[R], weight: &[f32], eps: R, dim: usize, out: &mut [R]) {
-    #[cfg(test)]
+    #[cfg(any(test, feature = "planted"))]
     let eps = if crate::planted::is(crate::planted::Bug::EngineGatedNormEpsFixed) { R::of(1e-5) } else { eps };
     for ((xh, zh), oh) in x.chunks_exact(dim).zip(z.chunks_exact(dim)).zip(out.chunks_exact_mut(dim)) {
         rms_norm(xh, weight, eps, oh);
@@ -234,7 +234,7 @@ pub fn gated_norm<R: Real>(x: &[R], z: &[R], weight: &[f32], eps: R, dim: usize,
 pub fn rope_table<R: Real>(theta: f64, dims: usize, position: usize, cos: &mut [R], sin: &mut [R]) {
     for (i, (c, s)) in cos.iter_mut().zip(sin.iter_mut()).enumerate().take(dims / 2) {
         let angle = position as f64 * theta.powf(-2.0 * i as f64 / dims as f64);
-        #[cfg(test)]
+        #[cfg(any(test, feature = "planted"))]
         let angle = if crate::planted::is(crate::planted::Bug::EngineRopeBackwards) { -angle } else { angle };
         *c = R::of(angle.cos());
         *s = R::of(angle.sin());

@@ -328,7 +328,7 @@ pub fn matmat_with(
     let isa = isa.available();
     let xs: Vec<&[f32]> = if m.cols == 0 { vec![&[]; batch] } else { xs.chunks_exact(m.cols).collect() };
     let mut outs: Vec<&mut [f32]> = outs.chunks_exact_mut(m.rows).collect();
-    #[cfg(test)]
+    #[cfg(any(test, feature = "planted"))]
     let m = &Matrix { q8k: m.q8k && !crate::planted::is(crate::planted::Bug::EngineQ8kIgnored), ..*m };
     if m.q8k {
         let quantized: Vec<q8k::Q8k> = xs.iter().map(|x| q8k::Q8k::quantize(x)).collect();

@@ -66,7 +66,7 @@ impl Q8k {
             let scale = 127.0 / a;
             for (q, x) in q.iter_mut().zip(block) {
                 *q = (x * scale).round_ties_even() as i8;
-                #[cfg(test)]
+                #[cfg(any(test, feature = "planted"))]
                 if crate::planted::is(crate::planted::Bug::EngineQ8kTowardZero) {
                     *q = (x * scale).trunc() as i8;
                 }
