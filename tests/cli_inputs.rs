@@ -164,7 +164,7 @@ fn check_gives_every_model_a_row_a_legend_and_a_summary() {
     assert!(out.contains("needs about 33.7 GiB"), "{out}");
     // The models after a refused one still run.
     assert!(row("small ").contains(" agree "), "{out}");
-    for legend in ["max abs:", "max rel:", "tol:", "verdicts: agree", "inconclusive", "refused", "skipped"] {
+    for legend in ["structure:", "max rel, bound:", "verdicts: agree", "inconclusive", "refused", "skipped"] {
         assert!(out.contains(legend), "no {legend}:\n{out}");
     }
     assert!(out.contains("5 models: 2 agree, 0 disagree, 0 inconclusive, 2 refused, 1 skipped"), "{out}");
@@ -182,7 +182,8 @@ fn check_json_prints_one_object_with_a_row_per_model() {
     assert_eq!(models[0]["verdict"], "agree");
     assert_eq!(models[0]["steps"], 2);
     assert!(models[0]["max_rel"].as_f64().is_some_and(|x| x < 1e-4));
-    assert_eq!(models[0]["tolerance"], 1e-4);
+    assert!(models[0]["widest"].as_f64().is_some_and(|x| x < 1e-3));
+    assert!(models[0]["structure"].as_f64().is_some_and(|x| x < 1e-9));
     assert_eq!((&models[1]["verdict"], &models[1]["refusal"]), (&"refused".into(), &"NoSuchPreset".into()));
     assert_eq!(v["summary"]["agree"], 1);
     assert_eq!(v["summary"]["exit"], 2);

@@ -5,9 +5,9 @@
 //!
 //! Like [`EngineRunner`], it is written once over the engine's arithmetic ([`BatchArithmetic`], a
 //! [`Real`]): `f32` with the program's storage types is the engine ([`BatchRunner::new`]); the
-//! check runs the same plan in the other arithmetics ([`BatchRunner::with_arithmetic`]: f64 with
-//! every stored value kept exactly, the f32-arithmetic model `Noisy`, the engine beside its f64
-//! shadow `Shadowed`), as `check` runs one sequence.
+//! check runs the same plan in f64 with every stored value kept exactly
+//! ([`BatchRunner::with_arithmetic`]), and the engine's with every sequence's row stepped alone and
+//! shown to an observer ([`BatchRunner::run_observed`]), as `check` runs one sequence.
 //!
 //! Each storage keeps up to `snapshots` earlier states (whole copies, newest first), taken before
 //! each of its rows; a restore by `n` takes the `n`-th back. (For a KV cache a truncation would do;
@@ -29,7 +29,7 @@ use std::collections::VecDeque;
 use super::plan::{Row, SlotOp, SlotPlan};
 use super::{BatchError, BatchProgram, StateIndex};
 use crate::engine::run::kernels::threads;
-use crate::engine::run::{BatchRow, EngineRunner, EngineState, Noisy, Real, Rounding, RunError, RunnerState, Shadowed};
+use crate::engine::run::{BatchRow, EngineRunner, EngineState, Real, Rounding, RunError, RunnerState, StepObserver};
 use crate::model::checkpoint::Checkpoint;
 
 /// An arithmetic the batched interpreter runs in: a [`Real`], and how it steps the rows of a step
@@ -75,14 +75,19 @@ impl BatchArithmetic for f32 {
     }
 }
 
-/// The structure's exact run and the flips' run: the rows one after another.
+/// The structure's exact run: the rows one after another.
 impl BatchArithmetic for f64 {}
 
-/// The f32-arithmetic model: the rows one after another.
-impl BatchArithmetic for Noisy {}
+/// A [`StepObserver`] of a batched run's rows: told which step and row a sequence's row is before
+/// its step runs. Padding rows, which no sequence reads, are not shown.
+pub trait RowObserver<R>: StepObserver<R> {
+    /// Row `row` of the plan's step `step` (counting the plan's `Step` ops) runs next.
+    fn row(&mut self, step: usize, row: usize);
+}
 
-/// The engine beside its shadow: the rows one after another, each the engine's single step.
-impl BatchArithmetic for Shadowed {}
+impl<R> RowObserver<R> for () {
+    fn row(&mut self, _: usize, _: usize) {}
+}
 
 /// Why a batched run could not start or finish.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -196,6 +201,26 @@ impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
 
     /// Runs `plan` after validating it against the pool, and returns every step's logits.
     pub fn run(&mut self, plan: &SlotPlan) -> Result<BatchRun<R>, BatchRunError> {
+        self.drive(plan, None::<&mut ()>)
+    }
+
+    /// [`BatchRunner::run`] with every row stepped alone, one after another, and each sequence's
+    /// row shown to `observer` (its step and row first, [`RowObserver::row`]). A row computes what
+    /// it computes in a batched step (the kernels' rule, [`BatchArithmetic`]), so what `observer`
+    /// sees is what [`BatchRunner::run`] computes.
+    pub fn run_observed(
+        &mut self,
+        plan: &SlotPlan,
+        observer: &mut impl RowObserver<R>,
+    ) -> Result<BatchRun<R>, BatchRunError> {
+        self.drive(plan, Some(observer))
+    }
+
+    fn drive<O: RowObserver<R>>(
+        &mut self,
+        plan: &SlotPlan,
+        mut observer: Option<&mut O>,
+    ) -> Result<BatchRun<R>, BatchRunError> {
         plan.validate(&self.pool)?;
         let mut logits = Vec::with_capacity(plan.steps());
         for op in &plan.ops {
@@ -220,12 +245,20 @@ impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
                     }
                 }
                 SlotOp::Step { ref rows } => {
-                    let out = match self.apart(rows) {
-                        Some(at) => self.at_once(rows, &at)?,
-                        None => {
+                    let step = logits.len();
+                    let out = match (self.apart(rows), observer.as_deref_mut()) {
+                        (Some(at), None) => self.at_once(rows, &at)?,
+                        (_, mut observer) => {
                             let mut out = Vec::with_capacity(rows.len());
                             for (r, row) in rows.iter().enumerate() {
-                                out.push(self.row(r, row.slot, row.token)?);
+                                let logits = match (&mut observer, row.slot) {
+                                    (Some(o), Some(_)) => {
+                                        o.row(step, r);
+                                        self.row(r, row.slot, row.token, &mut **o)?
+                                    }
+                                    _ => self.row(r, row.slot, row.token, &mut ())?,
+                                };
+                                out.push(logits);
                             }
                             out
                         }
@@ -274,7 +307,13 @@ impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
 
     /// One row: its slot's state (or a fresh scratch one) swapped in, snapshotted, stepped, swapped
     /// back; its conv windows from the storage its conv index names.
-    fn row(&mut self, r: usize, slot: Option<usize>, token: u32) -> Result<Vec<R>, RunError> {
+    fn row(
+        &mut self,
+        r: usize,
+        slot: Option<usize>,
+        token: u32,
+        observer: &mut impl StepObserver<R>,
+    ) -> Result<Vec<R>, RunError> {
         let at = slot.map(|s| self.storage_of[s]);
         let conv_at = match self.conv_index {
             StateIndex::Slot => at,
@@ -295,7 +334,7 @@ impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
         if let Some(c) = apart {
             self.runner.swap_conv_windows(&mut self.store[c].state)?;
         }
-        let logits = self.runner.step(token);
+        let logits = self.runner.step_observed(token, observer);
         if let Some(c) = apart {
             self.runner.swap_conv_windows(&mut self.store[c].state)?;
         }

@@ -1,32 +1,39 @@
 //! The check: both interpreters on one checkpoint and one token sequence, compared step by step.
 //!
 //! The reference (`crate::interp`) runs the graph `lower_graph` read; the engine interpreter
-//! (`engine::run`) runs the program it wrote. The logits of every step are compared, then the state
-//! carried after the last step. Two comparisons, each judging its worst value
-//! ([`tolerance`](self::tolerance) has the reasoning):
+//! (`engine::run`) runs the program it wrote. Two comparisons, each judging its worst value:
 //!
 //! 1. the structure: the engine's units over f64 with every stored value kept exactly, against the
-//!    reference, mapped to the reference's layouts, within [`EXACT`] — no excuse;
-//! 2. the numerics: the engine as it runs against its f64 shadow (`Shadowed`), in the engine's
-//!    layouts, within the floor [`F32`], or, when a value is beyond it, within the tolerance a model
-//!    of f32 arithmetic (`Noisy`) measures on the exact run (the model runs only then:
-//!    [`judge_numerics`]).
+//!    reference, mapped to the reference's layouts, within [`EXACT`] — no excuse
+//!    ([`tolerance`](self::tolerance) has the reasoning). It judges the program: that its Commands,
+//!    composed, compute what the graph says.
+//! 2. every Command where it runs ([`command`]): the engine's f32 run watched Command by Command,
+//!    each output against the Command's documented meaning ([`meaning`]) evaluated on the very
+//!    inputs the engine's Command read, within a bound derived from the Command's arithmetic before
+//!    looking ([`bound`]), stored where and in the type the program's numerics say ([`storage`]).
+//!    It judges the engine: that it implements the Commands the proof reads, on every code path.
 //!
 //! [`compare_graphs`] judges the shim the same way: the authored graph against the graph the shim
 //! fused, both in the reference interpreter, within [`EXACT`].
 
+pub mod bound;
+pub mod command;
+pub mod meaning;
+pub mod storage;
 mod tolerance;
 mod verdict;
+pub mod weights;
 
-pub use tolerance::{EXACT, F32, LIMIT, MARGIN, judge_numerics, tolerance};
+pub use command::{CommandCheck, Found};
+pub use tolerance::EXACT;
 pub use verdict::{Stage, Unjudged, Verdict, Witness};
 
-use crate::engine::numerics::{Numerics, Storage};
 use crate::engine::program::Program;
-use crate::engine::run::{EngineRunner, Noisy, Real, Rounding, RunError, Shadowed, StateValue};
+use crate::engine::run::{EngineRunner, Real, Rounding, RunError, StateValue};
 use crate::interp::{Decoded, InterpError, Runner, StateSnapshot};
 use crate::ir::Graph;
 use crate::model::Checkpoint;
+use weights::Weights;
 
 /// The fewest steps a verdict is given on. At one step every state is read at its zero initial
 /// value and RoPE runs only at position 0, where it is the identity: a program that carries state
@@ -97,53 +104,27 @@ pub fn compare_with(
     if let Some(w) = structure.witness {
         return Ok(Verdict::Disagree(w));
     }
-    let shadowed = engine_run::<Shadowed>(program, checkpoint, tokens, Rounding::Stored)?;
-    let (engine, shadow) = shadowed.split();
-    let (numerics, tol) = judge_numerics(
-        |tol| {
-            let mut numerics = Worst::new(Stage::Numerics, tol);
-            shadow.compare_with(&engine, last, &mut numerics);
-            numerics
-        },
-        |numerics| numerics.witness.is_some(),
-        || {
-            let model = engine_run::<Noisy>(program, checkpoint, tokens, Rounding::Model)?;
-            let mut effect = Worst::new(Stage::Numerics, f64::INFINITY);
-            exact.compare_with(&model, last, &mut effect);
-            Ok::<_, CheckError>(effect.max_rel)
-        },
-    )?;
-    if let Some(w) = numerics.witness {
-        if program.numerics != Numerics::F32 {
-            // Flips: the engine's f32 arithmetic put a value on the other side of a rounding
-            // boundary than the shadow's f64 did, and the two runs went apart from there.
-            let flipped = engine_run::<f64>(program, checkpoint, tokens, Rounding::ModelStored)?;
-            let mut flips = Worst::new(Stage::Numerics, f64::INFINITY);
-            shadow.compare_with(&flipped, last, &mut flips);
-            let bound = MARGIN * flips.max_rel;
-            if w.relative <= bound {
-                return Ok(Verdict::Inconclusive(Unjudged::RoundingFlips { witness: w, bound }));
-            }
+    let mut check = CommandCheck::new(program, Weights::new(checkpoint), true);
+    let mut engine = EngineRunner::new(program, checkpoint, tokens.len())?;
+    for (step, &token) in tokens.iter().enumerate() {
+        check.at_step(step);
+        engine.step_observed(token, &mut check)?;
+        if check.found() != &Found::Admitted {
+            break;
         }
-        if no_store_below_f32_apart(program.numerics, &engine, &shadow) {
-            // Nothing stored below f32 moved the engine off its shadow, and the exact run of the
-            // same units matched the reference, so the gap is f32 rounding beyond its model
-            // (`Unjudged::F32BeyondModel`).
-            return Ok(Verdict::Inconclusive(Unjudged::F32BeyondModel { witness: w }));
-        }
-        return Ok(Verdict::Disagree(w));
     }
-    if tol > LIMIT {
-        return Ok(Verdict::Inconclusive(Unjudged::RoundingDominates { structure: structure.max_rel, tolerance: tol }));
+    match check.found() {
+        Found::Admitted => Ok(Verdict::Agree {
+            steps: tokens.len(),
+            values: check.values,
+            structure: structure.max_rel,
+            max_rel: check.max_rel,
+            widest: check.widest,
+        }),
+        Found::Failure(w) => Ok(Verdict::Disagree(w.clone())),
+        Found::Unjudged(why) => Ok(Verdict::Inconclusive(why.clone())),
+        Found::Broken(why) => Err(CheckError::NotJudged(why.clone())),
     }
-    Ok(Verdict::Agree {
-        steps: tokens.len(),
-        values: numerics.values,
-        structure: structure.max_rel,
-        max_abs: numerics.max_abs,
-        max_rel: numerics.max_rel,
-        tolerance: tol,
-    })
 }
 
 /// Runs `authored` and `fused` (what the shim made of it) in the reference interpreter on
@@ -229,6 +210,7 @@ fn non_finite(r: &ReferenceRun) -> Option<Unjudged> {
             step,
             tensor: tensor.to_string(),
             index,
+            command: None,
         })
     };
     let last = r.logits.len().saturating_sub(1);
@@ -244,25 +226,6 @@ fn non_finite(r: &ReferenceRun) -> Option<Unjudged> {
 struct EngineRun<R> {
     logits: Vec<Vec<f64>>,
     states: Vec<(String, StateValue<R>)>,
-    /// The logits as computed.
-    raw: Vec<Vec<R>>,
-}
-
-/// Whether no value the engine stores below f32 is apart from its shadow's: the numerics store
-/// nothing below f32 but the KV caches, whose every stored value is in the compared state at the
-/// end (a single sequence's cache keeps each position it wrote), and there each is its shadow's
-/// to the bit. An engine that rounds a stored value wrongly keeps it apart from its shadow's
-/// ([`Shadowed`]), so a gap left beside equal caches comes from f32 arithmetic alone.
-fn no_store_below_f32_apart(numerics: Numerics, engine: &EngineRun<f32>, shadow: &EngineRun<f64>) -> bool {
-    let only_caches = Numerics { kv_cache: Storage::F32, ..numerics } == Numerics::F32;
-    let to_the_bit = |e: &StateValue<f32>, s: &StateValue<f64>| {
-        !matches!(e, StateValue::KvCache { .. })
-            || flat(e).iter().map(|x| x.to_bits()).eq(flat(s).iter().map(|x| x.to_bits()))
-    };
-    only_caches
-        && (numerics.kv_cache == Storage::F32
-            || engine.states.len() == shadow.states.len()
-                && engine.states.iter().zip(&shadow.states).all(|((_, e), (_, s))| to_the_bit(e, s)))
 }
 
 fn engine_run<R: Real>(
@@ -275,37 +238,7 @@ fn engine_run<R: Real>(
     let raw = tokens.iter().map(|&t| engine.step(t)).collect::<Result<Vec<_>, _>>()?;
     let logits = raw.iter().map(|l| l.iter().map(|x| x.wide()).collect()).collect();
     let states = engine.state().states.into_iter().map(|s| (s.name, s.value)).collect();
-    Ok(EngineRun { logits, states, raw })
-}
-
-impl EngineRun<f64> {
-    /// Compares `other`'s logits and states with these, in the engine's layouts, into `worst`.
-    fn compare_with<R: Real>(&self, other: &EngineRun<R>, last: usize, worst: &mut Worst) {
-        for (step, (x, y)) in self.logits.iter().zip(&other.logits).enumerate() {
-            worst.tensor(step, "logits", x, y);
-        }
-        for ((name, x), (_, y)) in self.states.iter().zip(&other.states) {
-            worst.tensor(last, name, &flat(x), &flat(y));
-        }
-    }
-}
-
-impl EngineRun<Shadowed> {
-    /// The engine's run (f32) and its shadow's (f64), apart.
-    fn split(self) -> (EngineRun<f32>, EngineRun<f64>) {
-        let logits = |f: fn(Shadowed) -> f64| {
-            self.raw.iter().map(|l| l.iter().map(|&x| f(x)).collect()).collect::<Vec<Vec<f64>>>()
-        };
-        let states = |f: fn(Shadowed) -> f64| {
-            self.states.iter().map(|(n, v)| (n.clone(), v.map(f))).collect::<Vec<(String, StateValue<f64>)>>()
-        };
-        let engine = EngineRun {
-            logits: logits(|x| f64::from(x.lo)),
-            states: states(|x| f64::from(x.lo)).into_iter().map(|(n, v)| (n, v.map(|x| x as f32))).collect(),
-            raw: vec![],
-        };
-        (engine, EngineRun { logits: logits(|x| x.hi), states: states(|x| x.hi), raw: vec![] })
-    }
+    Ok(EngineRun { logits, states })
 }
 
 /// A state's values in the engine's layout, in f64.
@@ -402,6 +335,7 @@ impl Worst {
         self.witness = Some(Witness {
             stage: self.stage,
             step,
+            command: None,
             tensor: tensor.to_string(),
             index,
             reference,
@@ -453,8 +387,8 @@ mod tests {
             (Bug::EngineGatedNormEpsFixed, large_eps, Numerics::F32, Stage::Structure),
             (Bug::EngineL2EpsOutsideSqrt, |_| {}, Numerics::BF16, Stage::Structure),
             (Bug::EngineRopeBackwards, |_| {}, Numerics::F32, Stage::Structure),
-            (Bug::EngineF16AsBf16, |_| {}, f16, Stage::Numerics),
-            (Bug::EngineF16AsBf16, |_| {}, f16_cache, Stage::Numerics),
+            (Bug::EngineF16AsBf16, |_| {}, f16, Stage::Command),
+            (Bug::EngineF16AsBf16, |_| {}, f16_cache, Stage::Command),
         ];
         for (bug, edit, numerics, stage) in cases {
             let clean = verdict_of(edit, numerics, &[3, 1])?;
@@ -481,19 +415,15 @@ mod tests {
             let run = || compare(&graph, &program, &ckpt, &[3, 1, 4]);
             let clean = run()?;
             assert!(matches!(clean, Verdict::Agree { .. }), "{ty} clean: {clean}");
-            // Rounding toward zero biases every integer: a disagreement. Not quantizing at all
-            // moves each input by up to half a step either way, which is what flips of the
-            // quantization can do too: a disagreement, or inconclusive by rounding flips, never
-            // agreement.
-            let toward_zero = planted::with(Bug::EngineQ8kTowardZero, run)?;
-            assert!(matches!(&toward_zero, Verdict::Disagree(w) if w.stage == Stage::Numerics), "{ty}: {toward_zero}");
-            let ignored = planted::with(Bug::EngineQ8kIgnored, run)?;
-            let caught = match &ignored {
-                Verdict::Disagree(w) => w.stage == Stage::Numerics,
-                Verdict::Inconclusive(why) => matches!(why, Unjudged::RoundingFlips { .. }),
-                _ => false,
-            };
-            assert!(caught, "{ty}: {ignored}");
+            // Rounding toward zero biases every integer; not quantizing at all moves each input by
+            // up to half a step: each is a disagreement at the first k-quant matvec.
+            for bug in [Bug::EngineQ8kTowardZero, Bug::EngineQ8kIgnored] {
+                let planted = planted::with(bug, run)?;
+                assert!(
+                    matches!(&planted, Verdict::Disagree(w) if w.stage == Stage::Command),
+                    "{ty} {bug:?}: {planted}"
+                );
+            }
         }
         Ok(())
     }

@@ -37,12 +37,14 @@ struct Row {
     /// The proof of the program (`crate::prove`), once lowered: `proved`, `refuted` or
     /// `inconclusive`. A row whose proof is not `proved` asks for exit status 1.
     proof: Option<&'static str>,
-    /// For `agree`: the largest absolute difference between the interpreters.
-    max_abs: Option<f64>,
-    /// For `agree`: the largest difference relative to its tensor's scale.
+    /// For `agree`: the largest error of the engine's exact run against the reference, relative
+    /// to its tensor's scale.
+    structure: Option<f64>,
+    /// For `agree`: the largest distance of a value the engine's Commands stored from its
+    /// Command's meaning, relative to its tensor's scale.
     max_rel: Option<f64>,
-    /// The relative tolerance that applied.
-    tolerance: Option<f64>,
+    /// For `agree`: the widest bound of such a value, relative to its tensor's scale.
+    widest: Option<f64>,
     /// The steps compared.
     steps: Option<usize>,
     seconds: f64,
@@ -63,27 +65,28 @@ const COLUMNS: &[Column] = &[
     }),
     ("commands", 8, |r| r.commands.map_or("-".into(), |c| c.to_string())),
     ("proof", 12, |r| r.proof.unwrap_or("-").to_string()),
-    ("max abs", 9, |r| r.max_abs.map_or("-".into(), |x| format!("{x:.2e}"))),
+    ("structure", 9, |r| r.structure.map_or("-".into(), |x| format!("{x:.2e}"))),
     ("max rel", 9, |r| r.max_rel.map_or("-".into(), |x| format!("{x:.2e}"))),
-    ("tol", 8, |r| r.tolerance.map_or("-".into(), |x| format!("{x:.1e}"))),
+    ("bound", 9, |r| r.widest.map_or("-".into(), |x| format!("{x:.2e}"))),
     ("time", 8, |r| format!("{:.1}s", r.seconds)),
 ];
 
 /// What the columns measure, printed under the table.
 const LEGEND: &str = "\
-verdicts: agree (every value within tolerance), disagree (the value out of tolerance: step, tensor,
-  index, both values), inconclusive (nothing can be concluded, and why: a non-finite reference, or
-  rounding alone moving the output as far as a wrong program would), refused
-  NAME (the engine, or the reader of the model, refuses it by name), skipped (why, e.g. its size).
-The structure is judged first: the engine's units in f64 against the reference, within 1e-9 of
-  each tensor's scale, max(1, max |reference|), with no excuse; then the numerics, the figures shown:
-max abs: the largest |engine - its f64 shadow| over the logits of every step and the state carried
-  after the last one. max rel: that difference divided by its tensor's scale.
+verdicts: agree (every value within its bound), disagree (the worst value out of it: step, tensor,
+  index, both values, and the Command that wrote it), inconclusive (nothing can be concluded, and
+  why: a value that is not finite where a bound needs it), refused NAME (the engine, or the reader of
+  the model, refuses it by name), skipped (why, e.g. its size: nothing was run).
+structure: the engine's units in f64 against the reference, over the logits of every step and the
+  state after the last, the largest error relative to each tensor's scale, max(1, max |reference|);
+  within 1e-9, with no excuse.
+max rel, bound: every Command of the engine's f32 run against its documented meaning on the very
+  inputs it read, each value within the bound of f32 arithmetic derived from the Command before
+  looking and stored in the type the numerics say: the largest distance from the meaning relative
+  to its tensor's scale, and the widest bound relative to its tensor's scale (docs/SOUNDNESS.md).
 proof: the program proved to compute what the authored step computes, for every checkpoint and
   every step (`proved`), `refuted` with where the two differ, or `inconclusive`; `stepcheck prove`
-  prints it in full. A proof that is not `proved` fails the check (exit 1).
-tol: the largest max rel that agrees: 4 times what f32 rounding at every operation moves the exact
-  run by, and at least 1e-4 (docs/SOUNDNESS.md, the oracle).";
+  prints it in full. A proof that is not `proved` fails the check (exit 1).";
 
 pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
     let explicit = !a.models.is_empty() || !a.preset.is_empty();
@@ -258,12 +261,12 @@ fn compared(
     };
     let steps = Some(tokens.len());
     match verdict {
-        Verdict::Agree { max_abs, max_rel, tolerance, steps, .. } => Row {
+        Verdict::Agree { structure, max_rel, widest, steps, .. } => Row {
             verdict: "agree",
             commands,
-            max_abs: Some(max_abs),
+            structure: Some(structure),
             max_rel: Some(max_rel),
-            tolerance: Some(tolerance),
+            widest: Some(widest),
             steps: Some(steps),
             ..Row::default()
         },
@@ -271,7 +274,7 @@ fn compared(
             verdict: other.name(),
             commands,
             steps,
-            // The tolerance is measured inside `compare`; a witness carries the one it is out of.
+            // A witness carries the bound it is out of.
             detail: other.to_string(),
             exit: 1,
             ..Row::default()

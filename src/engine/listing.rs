@@ -19,6 +19,19 @@ use std::fmt::{self, Write};
 
 use super::program::{Buf, Command, Program, StateLayout, StateRef};
 
+impl Program {
+    /// Where command `command` of block `block` sits, as errors and witnesses name it: `block 3
+    /// (layer 1 Gated-DeltaNet block) command 2 (delta_rule)`.
+    pub fn site(&self, block: usize, command: usize) -> String {
+        let Some(b) = self.blocks.get(block) else { return format!("block {block} command {command}") };
+        let layer = b.layer.map_or(String::new(), |l| format!("layer {l} "));
+        match b.commands.get(command) {
+            Some(c) => format!("block {block} ({layer}{}) command {command} ({})", b.kind.name(), c.unit()),
+            None => format!("block {block} ({layer}{}) command {command}", b.kind.name()),
+        }
+    }
+}
+
 impl Command {
     /// The name of the command's unit, as the listing writes it.
     pub fn unit(&self) -> &'static str {

@@ -4,6 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::formats::gguf::GgmlType;
+
 /// A storage type: values are rounded to it where the engine stores them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
@@ -80,6 +82,12 @@ pub enum KquantInputs {
 
 impl KquantInputs {
     pub const ALL: [KquantInputs; 2] = [KquantInputs::F32, KquantInputs::Q8K];
+
+    /// Whether a matvec over a matrix stored as `ty` reads its input quantized to Q8_K: under
+    /// [`KquantInputs::Q8K`], for Q4_K, Q5_K and Q6_K.
+    pub fn quantizes(self, ty: GgmlType) -> bool {
+        self == KquantInputs::Q8K && matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
+    }
 
     pub fn name(self) -> &'static str {
         match self {

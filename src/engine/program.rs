@@ -178,3 +178,55 @@ pub enum Command {
     /// The step's advance: the position moves to the next token.
     Advance { position: StateRef },
 }
+
+impl Command {
+    /// The buffers the command reads, in its fields' order.
+    pub fn reads(&self) -> Vec<Buf> {
+        match self {
+            Command::Embed { .. } | Command::Advance { .. } => vec![],
+            Command::RmsNorm { x, .. }
+            | Command::MatVec { x, .. }
+            | Command::MergedRows { x, .. }
+            | Command::MergedHeadHalves { x, .. }
+            | Command::SwiGlu { x, .. } => vec![*x],
+            Command::Conv { ins, .. } => ins.clone(),
+            Command::Gates { b, a, .. } => vec![*b, *a],
+            Command::DeltaRule { q, k, v, g, beta, .. } => vec![*q, *k, *v, *g, *beta],
+            Command::GatedNorm { x, z, .. } => vec![*x, *z],
+            Command::Attention { q, k, v, .. } => vec![*q, *k, *v],
+            Command::SigmoidGate { x, gate, .. } => vec![*x, *gate],
+            Command::Add { residual, x, .. } => vec![*residual, *x],
+        }
+    }
+
+    /// The buffers the command writes, in its fields' order.
+    pub fn writes(&self) -> Vec<Buf> {
+        match self {
+            Command::Embed { out, .. }
+            | Command::RmsNorm { out, .. }
+            | Command::MatVec { out, .. }
+            | Command::DeltaRule { out, .. }
+            | Command::GatedNorm { out, .. }
+            | Command::Attention { out, .. }
+            | Command::SigmoidGate { out, .. }
+            | Command::SwiGlu { out, .. }
+            | Command::Add { out, .. } => vec![*out],
+            Command::MergedRows { outs, .. } | Command::Conv { outs, .. } => outs.clone(),
+            Command::MergedHeadHalves { first, second, .. } => vec![*first, *second],
+            Command::Gates { beta, g, .. } => vec![*beta, *g],
+            Command::Advance { .. } => vec![],
+        }
+    }
+
+    /// The states the command reads and writes (the position an attention reads is the program's
+    /// one `Position` state, not named here).
+    pub fn states(&self) -> Vec<StateRef> {
+        match self {
+            Command::Conv { window, .. } => vec![*window],
+            Command::DeltaRule { state, .. } => vec![*state],
+            Command::Attention { k_cache, v_cache, .. } => vec![*k_cache, *v_cache],
+            Command::Advance { position } => vec![*position],
+            _ => vec![],
+        }
+    }
+}

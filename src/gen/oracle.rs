@@ -349,7 +349,7 @@ mod tests {
             (Bug::EngineL2EpsOutsideSqrt, Numerics::BF16, CheckStage::Structure),
             (Bug::EngineGroupedValueHeads, Numerics::F32, CheckStage::Structure),
             (Bug::ReferenceTiledKvHeads, Numerics::F32, CheckStage::Structure),
-            (Bug::EngineF16AsBf16, f16, CheckStage::Numerics),
+            (Bug::EngineF16AsBf16, f16, CheckStage::Command),
         ];
         for (bug, numerics, stage) in cases {
             let clean = judged(None, numerics);

@@ -121,7 +121,8 @@ mod tests {
     fn the_line_names_the_kinds_of_the_inconclusive_cases_when_there_are_any() {
         let mut stats = Stats::default();
         assert!(stats.to_string().contains(" 0 inconclusive, 0 failures"), "{stats}");
-        let non_finite = || inconclusive(Unjudged::NonFinite { step: 1, tensor: "logits".into(), index: 0 });
+        let non_finite =
+            || inconclusive(Unjudged::NonFinite { step: 1, tensor: "logits".into(), index: 0, command: None });
         for j in [non_finite(), non_finite()] {
             stats.record(&j);
         }

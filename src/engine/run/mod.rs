@@ -18,7 +18,6 @@ mod error;
 pub mod kernels;
 pub mod matvec;
 mod plan;
-pub mod q8k_rule;
 mod real;
 mod state;
 mod units;
@@ -27,13 +26,13 @@ use std::mem;
 
 pub use batched::BatchRow;
 pub use error::RunError;
-pub use real::{Keep, Noisy, Real, Rounding, Shadowed};
+pub use real::{Keep, Real, Rounding};
 pub use state::{EngineState, StateData, StateValue};
 
-use crate::engine::program::{Buf, Program};
+use crate::engine::program::{Buf, Program, StateRef};
 use crate::model::checkpoint::Checkpoint;
 use plan::{Plan, Unit};
-use state::Store;
+use state::{Slot, Store};
 use units::DeltaInputs;
 
 /// A program ready to run on a checkpoint it borrows: its units resolved, its buffers and state
@@ -120,18 +119,36 @@ impl<'c, R: Real> EngineRunner<'c, R> {
     /// Runs one decode step on `token` and returns the logits. A token outside the vocabulary, or a
     /// step at a position the KV caches have no room for, is refused before any state changes.
     pub fn step(&mut self, token: u32) -> Result<Vec<R>, RunError> {
+        self.step_observed(token, &mut ())
+    }
+
+    /// [`EngineRunner::step`], showing `observer` the engine before and after each of its
+    /// Commands ([`StepObserver`]).
+    pub fn step_observed(&mut self, token: u32, observer: &mut impl StepObserver<R>) -> Result<Vec<R>, RunError> {
         let t = token as usize;
         if t >= self.vocab {
             return Err(RunError::TokenOutOfRange { token, vocab: self.vocab });
         }
         check_room(self.attends, self.store.position, self.capacity)?;
-        for unit in &mut self.units {
+        for (command, unit) in self.units.iter_mut().enumerate() {
             // Only a program that advances before it attends can get here without room; its step
             // stops at that unit.
             if let Unit::Attention(_) = unit {
                 check_room(self.attends, self.store.position, self.capacity)?;
             }
+            let capacity = self.capacity;
+            let before =
+                StepView { buffers: &self.buffers, store: &self.store, token: t, capacity, intermediate: None };
+            observer.before(command, &before);
             run(unit, &mut self.buffers, &self.storages, &mut self.store, t, self.threads);
+            let intermediate = match unit {
+                Unit::SwiGlu { hidden, .. } => Some(hidden.as_slice()),
+                _ => None,
+            };
+            observer.after(
+                command,
+                &StepView { buffers: &self.buffers, store: &self.store, token: t, capacity, intermediate },
+            );
         }
         Ok(self.buffers[self.logits].clone())
     }
@@ -220,6 +237,72 @@ impl<R: Real> RunnerState<R> {
     /// Whether the state holds no values.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// What a step shows of the engine around each Command it runs (the program's Commands in order,
+/// blocks flattened): the check's way of judging each Command on the very values it read and
+/// wrote. A step without an observer runs with `()`, which sees nothing and costs nothing.
+pub trait StepObserver<R> {
+    /// Before Command `command` runs.
+    fn before(&mut self, command: usize, view: &StepView<'_, R>);
+    /// After Command `command` ran.
+    fn after(&mut self, command: usize, view: &StepView<'_, R>);
+}
+
+impl<R> StepObserver<R> for () {
+    #[inline(always)]
+    fn before(&mut self, _: usize, _: &StepView<'_, R>) {}
+    #[inline(always)]
+    fn after(&mut self, _: usize, _: &StepView<'_, R>) {}
+}
+
+/// The engine's buffers and carried state as a step leaves them at one moment, read-only.
+pub struct StepView<'a, R> {
+    buffers: &'a [Vec<R>],
+    store: &'a Store<R>,
+    token: usize,
+    capacity: usize,
+    intermediate: Option<&'a [R]>,
+}
+
+impl<'a, R> StepView<'a, R> {
+    /// The values buffer `b` holds.
+    pub fn buffer(&self, b: Buf) -> Option<&'a [R]> {
+        self.buffers.get(b.0).map(Vec::as_slice)
+    }
+
+    /// The values state `s` holds, in the engine's layout (a KV cache's whole capacity); `None`
+    /// for the position (see [`StepView::position`]) or an index out of range.
+    pub fn state(&self, s: StateRef) -> Option<&'a [R]> {
+        let store = self.store;
+        match store.order.get(s.0)?.2 {
+            Slot::Position => None,
+            Slot::Conv(i) => Some(&store.conv[i].values),
+            Slot::Delta(i) => Some(&store.delta[i].values),
+            Slot::Kv(i) => Some(&store.kv[i].values),
+        }
+    }
+
+    /// The position of the next token.
+    pub fn position(&self) -> usize {
+        self.store.position
+    }
+
+    /// The token the step decodes.
+    pub fn token(&self) -> usize {
+        self.token
+    }
+
+    /// The positions each KV cache has room for.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// After a `SwiGlu` Command, the values it computed between its two halves and stores nowhere:
+    /// the gated intermediate `silu(gate · x) ⊙ (up · x)` the `down` matvec read, in f32.
+    pub fn intermediate(&self) -> Option<&'a [R]> {
+        self.intermediate
     }
 }
 

@@ -170,8 +170,8 @@ struct Check<'p, 'c> {
     /// The block and command being checked, named in its errors ([`site`]) only when one is made.
     at: (usize, usize),
     /// How a k-quant matrix reads its input in this run: the numerics' rule where stored values
-    /// are rounded ([`Rounding::Stored`], [`Rounding::ModelStored`]), as it is otherwise (the
-    /// structure's exact run and the model of f32 arithmetic keep every value as computed).
+    /// are rounded ([`Rounding::Stored`]), as it is otherwise (the structure's exact run keeps every
+    /// value as computed).
     inputs: KquantInputs,
 }
 
@@ -358,8 +358,8 @@ impl<'c, R: Real> Plan<'c, R> {
             used: vec![false; program.states.len()],
             at: (0, 0),
             inputs: match rounding {
-                Rounding::Stored | Rounding::ModelStored => program.numerics.kquant_inputs,
-                Rounding::Exact | Rounding::Model => KquantInputs::F32,
+                Rounding::Stored => program.numerics.kquant_inputs,
+                Rounding::Exact => KquantInputs::F32,
             },
         };
         let mut units = vec![];

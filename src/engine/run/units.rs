@@ -40,10 +40,10 @@ pub fn embed<R: Real>(table: &Matrix, token: usize, row: &mut [f32], out: &mut [
 /// [`Real::dot`], the rows split over up to `threads` threads when `m` holds at least
 /// [`PARALLEL_VALUES`] values. It is [`Real::matvec`] for every arithmetic but the engine's own.
 /// A matrix that reads its input quantized to Q8_K ([`Matrix::quantizes_inputs`]) reads
-/// [`super::q8k_rule::q8k_values`] of `x`.
+/// [`q8k_values`] of `x`.
 pub fn rows_matvec<R: Real>(m: &Matrix, x: &[R], out: &mut [R], threads: usize) {
     if m.quantizes_inputs() {
-        let quantized = super::q8k_rule::q8k_values(x);
+        let quantized = q8k_values(x);
         return rows_matvec(&m.with_inputs(KquantInputs::F32), &quantized, out, threads);
     }
     if x.is_empty() {
@@ -73,6 +73,27 @@ pub fn rows_matvec<R: Real>(m: &Matrix, x: &[R], out: &mut [R], threads: usize) 
             on_this_thread(m.rows_range(0..o.len()), o);
         }
     });
+}
+
+/// `x` as the Q8_K input rule holds it (`KquantInputs::Q8K`), in any arithmetic: per block of
+/// 256 values with `a = max |x|`, `d · q` with `q = round_half_even(x · (127 / a))` and
+/// `d = a / 127` (zeros when `a` is 0, NaN when a value is not finite). The engine's f32 run
+/// quantizes in its kernels (`kernels::q8k`), keeping `q` and `d` apart.
+fn q8k_values<R: Real>(x: &[R]) -> Vec<R> {
+    let zero = R::default();
+    let mut out = Vec::with_capacity(x.len());
+    for block in x.chunks(256) {
+        let a = block.iter().fold(zero, |a, &v| a.max(if v < zero { -v } else { v }));
+        if !block.iter().all(|v| v.wide().is_finite()) {
+            out.extend(block.iter().map(|_| R::of(f64::NAN)));
+        } else if a == zero {
+            out.extend(block.iter().map(|_| zero));
+        } else {
+            let (scale, d) = (R::from(127.0) / a, a / R::from(127.0));
+            out.extend(block.iter().map(|&v| (v * scale).apply(f64::round_ties_even) * d));
+        }
+    }
+    out
 }
 
 /// `out = x · rsqrt(mean(x²) + eps) · weight`.

@@ -108,6 +108,25 @@ pub fn dequantize_q6_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     })
 }
 
+/// Each value's subtracted term `dmin · min_s` of Q4_K blocks (144 bytes) or Q5_K blocks (176
+/// bytes; the same fields at the same place), as the decoders compute it in f32. A value is the
+/// difference of two products, so a reader that sums the products apart (llama.cpp's integer dot
+/// products against Q8_K inputs) handles terms as large as `|value| + 2·|dmin · min_s|`: the check
+/// bounds that reader's rounding on them.
+pub fn q45_k_minimums(data: &[u8], q5: bool) -> Result<Vec<f32>, QuantError> {
+    fn each<const B: usize>(b: &[u8; B], out: &mut [f32; BLOCK_VALUES]) {
+        let dmin = f16_at(b, 2);
+        for (v, y) in out.iter_mut().enumerate() {
+            *y = dmin * f32::from(scale_min(&b[4..16], v / 32).1);
+        }
+    }
+    if q5 {
+        decode_blocks::<176, BLOCK_VALUES>("Q5_K", data, each)
+    } else {
+        decode_blocks::<144, BLOCK_VALUES>("Q4_K", data, each)
+    }
+}
+
 /// The 6-bit scale and minimum of sub-block `s` (of 8) from Q4_K's and Q5_K's 12 bytes (ggml's
 /// `get_scale_min_k4`). Sub-blocks 0–3 keep theirs in the low 6 bits of bytes `s` (scale) and
 /// `4 + s` (minimum); sub-blocks 4–7 keep their low 4 bits in the low (scale) and high (minimum)

@@ -32,7 +32,7 @@ use crate::formats::gguf::GgmlType;
 ///
 /// [`KquantInputs::Q8K`]: crate::engine::numerics::KquantInputs::Q8K
 pub fn applies(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
+    crate::engine::numerics::KquantInputs::Q8K.quantizes(ty)
 }
 
 /// A vector quantized to Q8_K blocks: each block's `dₓ`, its 256 integers, and their sums by 16.
