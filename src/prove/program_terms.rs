@@ -422,6 +422,13 @@ impl Builder<'_> {
             }
             // out = sigmoid(gate) · x
             Command::SigmoidGate { x, gate, out } => {
+                // The planted prover bug: a meaning written to match a lowering that swaps the two.
+                #[cfg(any(test, feature = "planted"))]
+                let (x, gate) = if crate::planted::is(crate::planted::Bug::ProverMatchesSwappedGate) {
+                    (gate, x)
+                } else {
+                    (x, gate)
+                };
                 let gv = self.get(*gate)?;
                 let s = self.mk(Sym::Act(Act::Sigmoid), &[gv]);
                 let xv = self.get(*x)?;
