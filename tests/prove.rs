@@ -3,7 +3,7 @@
 //! output it breaks; a change that keeps the meaning (a commuted residual add) still proves.
 
 use stepcheck::engine::lower::lower_graph;
-use stepcheck::engine::program::{Command, Program, StateLayout};
+use stepcheck::engine::program::{BlockKind, Command, Program, StateLayout};
 use stepcheck::engine::shim::EngineShim;
 use stepcheck::engine::{Numerics, Storage};
 use stepcheck::r#gen::Case;
@@ -251,6 +251,12 @@ const PLANTED_PROGRAMS: &[PlantedProgram] = &[
         output: "position",
     },
     PlantedProgram {
+        bug: "the advance moved before the layers",
+        numerics: Numerics::F32,
+        plant: advance_first,
+        output: "logits",
+    },
+    PlantedProgram {
         bug: "the attention's key norm dropped",
         numerics: Numerics::F32,
         plant: |p| {
@@ -287,6 +293,104 @@ fn planted_program_bugs_are_refuted() {
             println!("{}\n{v}\n", case.bug);
         }
         assert!(summary.contains(case.output), "`{}` refuted at another output: {summary}\n{v}", case.bug);
+    }
+}
+
+/// Moves the program's advance block to right after the embedding, before the layers.
+fn advance_first(p: &mut Program) {
+    let at = p.blocks.iter().position(|b| b.kind == BlockKind::Advance).expect("an advance block");
+    let advance = p.blocks.remove(at);
+    p.blocks.insert(1, advance);
+}
+
+// ---- The program is read in order. ----
+
+#[test]
+fn an_advance_before_the_layers_is_refuted_naming_both_commands() {
+    // The 0.8B preset is beyond the witness search's size: the refutation is the definite mismatch
+    // alone, `pos` against `pos + 1` in the first attention's query.
+    let (authored, fused, mut program) = stages("qwen3.5-0.8b", Numerics::F32);
+    advance_first(&mut program);
+    let v = prove(&authored, &fused, &program);
+    let ProofVerdict::Refuted(r) = &v else { panic!("an advance before the layers is not refuted: {v}") };
+    assert!(r.witness.is_none(), "{v}");
+    assert_eq!((r.output.as_str(), r.why.as_str()), ("logits", "different positions: pos + 0 vs pos + 1"), "{v}");
+    assert_eq!(
+        r.order,
+        ["block 21 (layer 3 attention block) command 3 (attention) reads the position pos as block 1 (advance) \
+          command 0 (advance) moved it"],
+        "{v}"
+    );
+}
+
+#[test]
+fn two_advances_are_refuted_naming_the_second() {
+    let v = prove_planted_program(Numerics::F32, |p| {
+        let at = p.blocks.iter().position(|b| b.kind == BlockKind::Advance).expect("an advance block");
+        p.blocks.insert(at, p.blocks[at].clone());
+    });
+    let ProofVerdict::Refuted(r) = &v else { panic!("{v}") };
+    assert_eq!(r.output, "position", "{v}");
+    let moved = "block 26 (advance) command 0 (advance) reads the position pos as block 25 (advance) command 0 \
+                 (advance) moved it";
+    assert_eq!(r.order, [moved], "{v}");
+}
+
+#[test]
+fn a_buffer_read_before_its_write_is_refuted_naming_the_command() {
+    // The attention block's commands rotated: the attention unit first, before the matvecs that
+    // write its queries, keys and values.
+    let v = prove_planted_program(Numerics::F32, |p| {
+        let b = p.blocks.iter_mut().find(|b| b.kind == BlockKind::Attention).expect("an attention block");
+        let at = b.commands.iter().position(|c| matches!(c, Command::Attention { .. })).expect("an attention");
+        b.commands[..=at].rotate_right(1);
+    });
+    let ProofVerdict::Refuted(r) = &v else { panic!("a read before its write is not refuted: {v}") };
+    assert!(r.output.ends_with("(layer 0 attention block) command 0 (attention)"), "{v}");
+    assert!(r.why.contains("is read before any command of the step writes it"), "{v}");
+}
+
+#[test]
+fn two_attentions_sharing_a_cache_read_it_as_the_earlier_left_it() {
+    use stepcheck::ir::StateKind;
+    use stepcheck::prove::term::{Dag, Sym};
+    use stepcheck::prove::{graph_terms, program_terms};
+    // Layer 3's attention given layer 0's caches: it must read them as layer 0's attention left
+    // them (its key and value appended), and the proof must fail.
+    let plant = |p: &mut Program| {
+        let mut caches = None;
+        for c in commands(p) {
+            if let Command::Attention { k_cache, v_cache, .. } = c {
+                match caches {
+                    None => caches = Some((*k_cache, *v_cache)),
+                    Some((k, v)) => (*k_cache, *v_cache) = (k, v),
+                }
+            }
+        }
+    };
+    let v = prove_planted_program(Numerics::F32, plant);
+    assert!(v.is_refuted(), "{v}");
+    let (_, _, mut program) = stages("tiny", Numerics::F32);
+    plant(&mut program);
+    let mut dag = Dag::new();
+    let kinds = program.states.iter().map(|s| match s.layout {
+        StateLayout::Position => StateKind::Position,
+        StateLayout::ConvWindow { .. } => StateKind::Conv,
+        StateLayout::DeltaState { .. } => StateKind::Recurrent,
+        StateLayout::KvCache { .. } => StateKind::KeyCache,
+    });
+    let leaves: Vec<_> = kinds.enumerate().map(|(i, k)| graph_terms::state_leaf(&mut dag, k, Some(i))).collect();
+    let t = program_terms::program_terms(&mut dag, &program, &leaves).expect("the program reads");
+    let shown: Vec<String> = t.reads.iter().map(|r| r.to_string()).collect();
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    for r in &t.reads {
+        assert!(r.reader.to_string().ends_with("(layer 3 attention block) command 3 (attention)"), "{shown:?}");
+        assert!(r.writer.to_string().ends_with("(layer 0 attention block) command 3 (attention)"), "{shown:?}");
+        let state = program.states.iter().position(|s| s.name == r.state).expect("a state");
+        // The term read is layer 0's write, over the cache as it entered the step.
+        assert_ne!(r.read, leaves[state]);
+        assert!(dag.cone(r.read).contains(&leaves[state]));
+        assert!(matches!(dag.node(r.read).sym, Sym::Prealloc { .. } | Sym::KvWrite { .. }), "{}", dag.show(r.read, 2));
     }
 }
 
@@ -790,6 +894,7 @@ mod table {
         ("the attention's scale not carried", Catch::Both),
         ("the SwiGLU's gate and up projections swapped", Catch::Both),
         ("no advance: the position never moves", Catch::Both),
+        ("the advance moved before the layers", Catch::Both),
         ("the attention's key norm dropped", Catch::Both),
         ("a buffer stored in f32 where the numerics store activations in bf16", Catch::Both),
         ("a KV cache stored in f32 where the numerics store it in bf16", Catch::Both),

@@ -22,6 +22,8 @@ pub struct StateTerm {
 }
 
 /// The leaf of a graph state as it enters the step: the position is `pos`, the rest a state leaf.
+/// The program's states enter as these leaves under the layout maps, so both sides read one
+/// incoming position term.
 pub fn state_leaf(dag: &mut Dag, kind: StateKind, layer: Option<usize>) -> Id {
     match kind {
         StateKind::Position => dag.leaf(Sym::Pos),

@@ -8,12 +8,16 @@
 //! the checkpoint's tensors with their views, the token, the position and each piece of state as it
 //! enters the step, so an equality of terms holds for every checkpoint, token and position. The
 //! builder normalises each node as it builds it by a finite, named set of [`Lemma`]s; two outputs
-//! are proved equal when their normal forms are one node.
+//! are proved equal when their normal forms are one node. The program's Commands run in order over
+//! these terms: each reads the buffers, the states and the position as the Commands before it left
+//! them, so an attention after an advance reads `pos + 1` and is refuted with both Commands named.
 //!
 //! **Induction over steps.** The engine's state entering the step is the [`layout`] map of the
 //! graph's; the proof shows the logits equal and every state leaving the step again the layout map
 //! of the graph's. Both start at zero (the caches empty), where the maps hold, so this covers every
-//! step of every sequence. The position is a leaf `pos`; its advance is `pos + 1`.
+//! step of every sequence. The position enters as one leaf `pos` on both sides (the program's
+//! incoming states are the graph's leaves under the layout maps, the position's the identity); its
+//! advance is `pos + 1`.
 //!
 //! **Arithmetic.** Real: each value the engine stores below f32 is rounded, and the proof checks
 //! that the roundings sit exactly where `Numerics` says ([`rounding`]).
@@ -21,12 +25,16 @@
 //! **Verdict.** [`ProofVerdict::Proved`] with the lemmas used and the term sizes;
 //! [`ProofVerdict::Refuted`] when the normal forms differ *definitely* at their first differing
 //! subterm: two different leaves (another tensor, view, state), one symbol with different
-//! attributes over the same operands (another eps, θ, head map), two different integers (`pos` and `pos + 1`),
-//! a state one side has and the other lacks, a layout that cannot correspond, or a misplaced
-//! rounding; [`ProofVerdict::Inconclusive`] otherwise (two different symbols that a lemma the set
-//! lacks might relate, with no witness found, or a limit reached). A failure to prove is never called incorrect without
-//! such a definite mismatch, or a numeric witness: both outputs evaluated on random leaves
-//! ([`eval`]) and found to differ, which refutes whatever the symbols are.
+//! attributes over the same operands (another eps, θ, head map), two different integers (`pos`
+//! and `pos + 1`), a state one side has and the other lacks, a layout that cannot correspond, a
+//! misplaced rounding, or a program that does not read as a step (a buffer read before any Command
+//! writes it, named by its Command); [`ProofVerdict::Inconclusive`] otherwise (two different
+//! symbols that a lemma the set lacks might relate, with no witness found, or a limit reached). A
+//! failure to prove is never called incorrect without such a definite mismatch, or a numeric
+//! witness: both outputs evaluated on random leaves ([`eval`]) and found to differ, which refutes
+//! whatever the symbols are. A refutation names the program's reads of a state an earlier Command
+//! of the step wrote that its difference passes through (an attention reading the position an
+//! advance before it moved).
 
 pub mod eval;
 pub mod graph_terms;
@@ -108,6 +116,10 @@ pub struct Refutation {
     pub path: Vec<String>,
     /// Where the two outputs differ when evaluated on random leaves ([`eval`]), if they were.
     pub witness: Option<String>,
+    /// The program's reads, on the way down to the difference, of a state an earlier Command of the
+    /// step wrote: each names the reading Command, the state and the Command that wrote it
+    /// ([`program_terms::StateRead`]).
+    pub order: Vec<String>,
 }
 
 /// The three-valued verdict of a proof.
@@ -175,7 +187,13 @@ fn state_name(kind: StateKind, layer: Option<usize>) -> String {
 /// Proves that `program` computes what `fused` computes, and `fused` what `authored` computes, for
 /// every checkpoint and every step: see the module documentation.
 pub fn prove(authored: &Graph, fused: &Graph, program: &Program) -> ProofVerdict {
-    let prover = Prover { dag: Dag::default(), outputs: vec![], graphs: [authored, fused], envs: OnceCell::new() };
+    let prover = Prover {
+        dag: Dag::default(),
+        outputs: vec![],
+        graphs: [authored, fused],
+        envs: OnceCell::new(),
+        reads: vec![],
+    };
     match prover.run(program) {
         Ok(v) => v,
         Err(why) => ProofVerdict::Inconclusive { why },
@@ -191,6 +209,9 @@ struct Prover<'g> {
     /// Random leaves to look for a numeric witness with (none when the model is too large), made
     /// when the first pair of outputs differs: a proved program never needs them.
     envs: OnceCell<Vec<eval::Env>>,
+    /// The program's reads of a state an earlier Command of the step wrote (none in a correct
+    /// program), to name in a refutation.
+    reads: Vec<program_terms::StateRead>,
 }
 
 /// The most checkpoint values a witness search makes up.
@@ -253,8 +274,15 @@ impl Prover<'_> {
         {
             return Ok(missing(Stage::FusedProgram, &state_name(g.kind, g.layer), "the program keeps no such state"));
         }
-        let p = program_terms::program_terms(&mut self.dag, program, &states_in)
-            .map_err(|e| format!("the program cannot be read: {e}"))?;
+        let p = match program_terms::program_terms(&mut self.dag, program, &states_in) {
+            Ok(p) => p,
+            Err(u) => {
+                let output = u.at.as_ref().map_or("logits".to_string(), |at| at.to_string());
+                let why = format!("the program does not read as a step: {}", u.why);
+                return Ok(missing(Stage::FusedProgram, &output, &why));
+            }
+        };
+        self.reads = p.reads;
         if let Some(m) = p.misplaced.first() {
             return Ok(missing(
                 Stage::FusedProgram,
@@ -316,7 +344,7 @@ impl Prover<'_> {
             self.outputs.push(OutputProof { stage, output: output.to_string(), size: cone.len(), lemmas });
             return None;
         }
-        let (x, y, path, definite) = first_difference(&self.dag, a, b);
+        let Difference { left: x, right: y, path, trail, definite } = first_difference(&self.dag, a, b);
         let (left, right) = (self.dag.show(x, 3), self.dag.show(y, 3));
         // Positions 3 and 5: RoPE is not the identity there, and the caches hold earlier entries.
         let envs = self.envs.get_or_init(|| {
@@ -341,8 +369,26 @@ impl Prover<'_> {
             });
         }
         let why = if definite { describe(&self.dag, x, y) } else { "the outputs differ numerically".into() };
-        let r = Refutation { stage, output: output.into(), why, left, right, path, witness };
+        let order = self.reads_into(y, &trail);
+        let r = Refutation { stage, output: output.into(), why, left, right, path, witness, order };
         Some(ProofVerdict::Refuted(Box::new(r)))
+    }
+
+    /// The program's out-of-order reads a difference at `y` passes through: those whose term read
+    /// lies in `y`, and of those the ones whose reader wrote a node of `trail` (the program's side
+    /// of the path to `y`) when any does.
+    fn reads_into(&self, y: Id, trail: &[Id]) -> Vec<String> {
+        if self.reads.is_empty() {
+            return vec![];
+        }
+        let cone = self.dag.cone(y);
+        let inside: Vec<_> = self.reads.iter().filter(|r| cone.contains(&r.read)).collect();
+        let on_path: Vec<_> = inside.iter().filter(|r| r.wrote.iter().any(|w| trail.contains(w))).collect();
+        if on_path.is_empty() {
+            inside.iter().map(|r| r.to_string()).collect()
+        } else {
+            on_path.iter().map(|r| r.to_string()).collect()
+        }
     }
 }
 
@@ -355,6 +401,7 @@ fn missing(stage: Stage, output: &str, why: &str) -> ProofVerdict {
         right: String::new(),
         path: vec![],
         witness: None,
+        order: vec![],
     }))
 }
 
@@ -396,34 +443,70 @@ fn integer(dag: &Dag, id: Id) -> Option<usize> {
     }
 }
 
-/// The first differing subterms of `a` and `b` (descending while the symbols agree), the path of
-/// symbols to them, and whether the difference there is definite.
-fn first_difference(dag: &Dag, a: Id, b: Id) -> (Id, Id, Vec<String>, bool) {
+/// The first differing subterms of two terms, and how the descent reached them.
+struct Difference {
+    left: Id,
+    right: Id,
+    /// The symbols from the outputs down to the difference.
+    path: Vec<String>,
+    /// The nodes of the right side from its output down to the difference, the difference excluded.
+    trail: Vec<Id>,
+    /// Whether the difference is definite.
+    definite: bool,
+}
+
+/// The first differing subterms of `a` and `b` (descending while the symbols agree, or into the
+/// operands a lemma would relate), the path to them, and whether the difference there is definite.
+fn first_difference(dag: &Dag, a: Id, b: Id) -> Difference {
     let (mut a, mut b) = (a, b);
-    let mut path = vec![];
+    let (mut path, mut trail) = (vec![], vec![]);
     loop {
         let (na, nb) = (dag.node(a), dag.node(b));
-        if na.sym == nb.sym && na.args.len() == nb.args.len() {
-            if let Some((x, y)) = commuted_pair(dag, na, nb) {
-                path.push(na.sym.name().to_string());
-                (a, b) = (x, y);
-                continue;
-            }
-            match na.args.iter().zip(&nb.args).find(|(x, y)| x != y) {
-                Some((&x, &y)) => {
-                    path.push(na.sym.name().to_string());
-                    (a, b) = (x, y);
-                    continue;
-                }
-                None => return (a, b, path, false),
-            }
+        let next = if na.sym == nb.sym && na.args.len() == nb.args.len() {
+            commuted_pair(dag, na, nb)
+                .or_else(|| na.args.iter().zip(&nb.args).find(|(x, y)| x != y).map(|(&x, &y)| (x, y)))
+        } else {
+            unfired_pair(dag, na, nb)
+        };
+        if let Some((x, y)) = next {
+            let (ha, hb) = (na.sym.name(), nb.sym.name());
+            path.push(if ha == hb { ha.to_string() } else { format!("{ha}/{hb}") });
+            trail.push(b);
+            (a, b) = (x, y);
+            continue;
         }
         let integers = matches!((integer(dag, a), integer(dag, b)), (Some(x), Some(y)) if x != y);
         // One symbol with other attributes is definite only over the same operands: over different
         // ones, an attribute may make up for an operand (a concat of other lengths of other rows).
-        let definite =
-            (na.sym.is_leaf() && nb.sym.is_leaf()) || (na.sym.same_head(&nb.sym) && na.args == nb.args) || integers;
-        return (a, b, path, definite);
+        // The same symbol over the same operands everywhere is no difference found (not definite).
+        let same = na.sym == nb.sym && na.args.len() == nb.args.len();
+        let definite = !same
+            && ((na.sym.is_leaf() && nb.sym.is_leaf())
+                || (na.sym.same_head(&nb.sym) && na.args == nb.args)
+                || integers);
+        return Difference { left: a, right: b, path, trail, definite };
+    }
+}
+
+/// For a graph's node against the program's node a lemma of the engine's symbols would have
+/// rewritten to it, had the program read what the lemma asks (the cache entering the step, the
+/// position `pos`): the pair of corresponding operands that differ, to descend into. The queries
+/// of `attention(q, K, V)` and `attend_prefix(q′, K′, V′, p)` (`attend-filled-prefix`); the
+/// appended entry, then the cache, of `prealloc(kv_append(C, x))` and `kv_write(prealloc(C′), p,
+/// x′)` (`kv-append-at-fill`). Each side is a function of the operand paired, so a definite
+/// difference there is one of the whole, by the verdict's rule.
+fn unfired_pair(dag: &Dag, na: &term::Node, nb: &term::Node) -> Option<(Id, Id)> {
+    let differ = |pairs: &[(Id, Id)]| pairs.iter().copied().find(|(x, y)| x != y);
+    match (&na.sym, &nb.sym, na.args.as_slice(), nb.args.as_slice()) {
+        (Sym::Attention { .. }, Sym::AttendPrefix { .. }, [q, ..], [q2, ..]) => differ(&[(*q, *q2)]),
+        (Sym::Prealloc { .. }, Sym::KvWrite { .. }, [appended], [held, _, x2]) => {
+            let (app, held) = (dag.node(*appended), dag.node(*held));
+            match (&app.sym, app.args.as_slice(), &held.sym, held.args.as_slice()) {
+                (Sym::KvAppend { .. }, [c, x], Sym::Prealloc { .. }, [c2]) => differ(&[(*x, *x2), (*c, *c2)]),
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 
@@ -512,6 +595,9 @@ impl fmt::Display for ProofVerdict {
                 }
                 if let Some(w) = &r.witness {
                     write!(f, "\n  witness: {w}")?;
+                }
+                for read in &r.order {
+                    write!(f, "\n  out of order: {read}")?;
                 }
                 Ok(())
             }

@@ -12,6 +12,8 @@ mod pattern;
 mod refusals;
 mod scan;
 mod templates;
+#[cfg(test)]
+mod tests;
 
 use foldhash::HashMap;
 
@@ -73,10 +75,17 @@ impl Lowering<'_> {
 
     fn step(&mut self) -> Result<Program, LowerError> {
         let mut h = self.embedding()?;
+        // The planted lowering bug: the advance written before the layers that read the position.
+        #[cfg(any(test, feature = "planted"))]
+        if crate::planted::is(crate::planted::Bug::LowerAdvanceFirst) {
+            self.advance()?;
+        }
         for layer in 0..self.layer_count() {
             h = self.layer(layer, h)?;
         }
-        self.advance()?;
+        if !self.blocks.iter().any(|b| b.kind == BlockKind::Advance) {
+            self.advance()?;
+        }
         let logits = self.head(h)?;
         if let Some(op) = self.m.claimed.iter().position(|c| !c) {
             let o = &self.graph().ops[op];
@@ -371,7 +380,12 @@ impl Lowering<'_> {
             },
         ]);
         let projected = if gated {
-            commands.push(Command::SigmoidGate { x: b(self, "of"), gate: b(self, "gate"), out: b(self, "og") });
+            let (x, gate) = (b(self, "of"), b(self, "gate"));
+            // The planted lowering half of a prover bug: the gate's operands swapped.
+            #[cfg(any(test, feature = "planted"))]
+            let (x, gate) =
+                if crate::planted::is(crate::planted::Bug::ProverMatchesSwappedGate) { (gate, x) } else { (x, gate) };
+            commands.push(Command::SigmoidGate { x, gate, out: b(self, "og") });
             "og"
         } else {
             "of"
