@@ -79,6 +79,20 @@ pub fn with<T>(bug: Bug, f: impl FnOnce() -> T) -> T {
     out
 }
 
+/// The bug planted on this thread, if any.
+pub fn current() -> Option<Bug> {
+    PLANTED.with(Cell::get)
+}
+
+/// Runs `f` with `bug` (or none) planted on this thread, then plants again what was: how work
+/// handed to another thread carries the bug of the thread that handed it (`kernels::threads`).
+pub fn carried<T>(bug: Option<Bug>, f: impl FnOnce() -> T) -> T {
+    let before = PLANTED.with(|p| p.replace(bug));
+    let out = f();
+    PLANTED.with(|p| p.set(before));
+    out
+}
+
 /// Plants on this thread the bug `STEPCHECK_PLANT` names (its `Debug` name), for the rest of the
 /// thread's life; returns it, or an error naming an unknown bug. Nothing is planted without the
 /// variable.

@@ -160,6 +160,10 @@ pub struct BatchRunner<'c, R: BatchArithmetic = f32> {
     snapshots: usize,
     conv_index: StateIndex,
     pool: BatchProgram,
+    /// Which slots a sequence has left (`SlotOp::Free`): where the planted
+    /// [`crate::planted::Bug::BatchResetSkippedOnReuse`] skips a claim's reset.
+    #[cfg(any(test, feature = "planted"))]
+    freed: Vec<bool>,
 }
 
 impl<'c> BatchRunner<'c, f32> {
@@ -190,6 +194,8 @@ impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
             snapshots: pool.snapshots,
             conv_index: pool.conv_index,
             pool: pool.clone(),
+            #[cfg(any(test, feature = "planted"))]
+            freed: vec![false; pool.slots],
         })
     }
 
@@ -227,14 +233,25 @@ impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
             match *op {
                 SlotOp::Claim { slot } => self.storage_of[slot] = slot,
                 SlotOp::Zero { slot } => {
+                    // The planted bug: a slot a sequence has left keeps what it held when claimed again.
+                    #[cfg(any(test, feature = "planted"))]
+                    if self.freed[slot] && crate::planted::is(crate::planted::Bug::BatchResetSkippedOnReuse) {
+                        continue;
+                    }
                     let h = &mut self.store[self.storage_of[slot]];
                     h.state = self.fresh.clone();
                     h.snaps.clear();
                 }
                 SlotOp::Copy { from, to } => {
-                    self.store[self.storage_of[to]] = self.store[self.storage_of[from]].clone()
+                    let copy = self.store[self.storage_of[from]].clone();
+                    #[cfg(any(test, feature = "planted"))]
+                    let copy = self.planted_fork(from, copy)?;
+                    self.store[self.storage_of[to]] = copy;
                 }
                 SlotOp::Share { from, to } => self.storage_of[to] = self.storage_of[from],
+                #[cfg(any(test, feature = "planted"))]
+                SlotOp::Free { slot } => self.freed[slot] = true,
+                #[cfg(not(any(test, feature = "planted")))]
                 SlotOp::Free { .. } => {}
                 SlotOp::Restore { slot, back } => {
                     let h = &mut self.store[self.storage_of[slot]];
@@ -268,6 +285,23 @@ impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
             }
         }
         Ok(BatchRun { logits })
+    }
+
+    /// `copy`, the copy of slot `from`'s storage a fork makes, as the planted
+    /// [`crate::planted::Bug::BatchForkCopiesWrongConv`] makes it: its conv windows those of the
+    /// next slot, `(from + 1) % slots`, the rest the parent's (moved in through the runner: its
+    /// state swapped for the copy's, its conv windows for that slot's, and back). Without the bug,
+    /// `copy` as it is.
+    #[cfg(any(test, feature = "planted"))]
+    fn planted_fork(&mut self, from: usize, mut copy: Held<R>) -> Result<Held<R>, RunError> {
+        if !crate::planted::is(crate::planted::Bug::BatchForkCopiesWrongConv) {
+            return Ok(copy);
+        }
+        let mut other = self.store[self.storage_of[(from + 1) % self.storage_of.len()]].state.clone();
+        self.runner.swap_state(&mut copy.state)?;
+        self.runner.swap_conv_windows(&mut other)?;
+        self.runner.swap_state(&mut copy.state)?;
+        Ok(copy)
     }
 
     /// The storage of each row (`None` for padding) when the rows share no storage and the conv
@@ -350,5 +384,80 @@ impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
     pub fn slot_state(&self, slot: usize) -> Option<EngineState<R>> {
         let i = *self.storage_of.get(slot)?;
         Some(self.store[i].state.snapshot())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The planted batch bugs change what the batched engine computes on a plan that reaches them,
+    //! and nothing before it does.
+
+    use super::*;
+    use crate::batch::plan::lower_schedule;
+    use crate::engine::run::StateValue;
+    use crate::engine::{Numerics, lower::lower_graph, shim::EngineShim};
+    use crate::model::{author::decode_step, presets, random::random_checkpoint};
+    use crate::planted::{self, Bug};
+
+    type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+    /// The tiny preset's pool of `slots` slots and batches of `batch` (2 snapshots, 16 positions),
+    /// `schedule` run on it with `bug` planted if any: every step's logits, and each slot's state.
+    fn run(schedule: &str, slots: usize, batch: usize, bug: Option<Bug>) -> Result<(BatchRun, Vec<EngineState>)> {
+        let spec = presets::preset("tiny").ok_or("no such preset")?;
+        let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+        let pool = BatchProgram::new(lower_graph(&graph, Numerics::F32)?, slots, batch, 2, 16)?;
+        let ckpt = random_checkpoint(&spec, 1);
+        let plan = lower_schedule(&schedule.parse()?, &pool)?.plan;
+        let go = || -> Result<_> {
+            let mut runner = BatchRunner::new(&pool, &ckpt)?;
+            let logits = runner.run(&plan)?;
+            let states =
+                (0..slots).map(|s| runner.slot_state(s).ok_or("a slot")).collect::<std::result::Result<_, _>>()?;
+            Ok((logits, states))
+        };
+        match bug {
+            Some(bug) => planted::with(bug, go),
+            None => go(),
+        }
+    }
+
+    #[test]
+    fn the_planted_skipped_reset_leaves_a_reused_slot_as_its_last_sequence_left_it() -> Result<()> {
+        // s1 reuses s0's slot and feeds s0's first token: clean, its step is s0's first step; with
+        // the reset skipped, it continues s0's state. The first claim still starts from zero.
+        let schedule = "admit s0 @0\ndecode s0=3\ndecode s0=5\nfinish s0\nadmit s1 @0\ndecode s1=3\n";
+        let (clean, _) = run(schedule, 1, 1, None)?;
+        let (planted, _) = run(schedule, 1, 1, Some(Bug::BatchResetSkippedOnReuse))?;
+        assert_eq!(clean.logits[2], clean.logits[0], "clean: the reused slot starts from zero");
+        assert_eq!(planted.logits[..2], clean.logits[..2], "before the reuse");
+        assert_ne!(planted.logits[2], clean.logits[2], "after the reuse");
+        Ok(())
+    }
+
+    #[test]
+    fn the_planted_fork_gives_the_child_the_next_slots_conv_windows_and_the_parents_rest() -> Result<()> {
+        let fork = "admit s0 @0\nadmit s1 @1\ndecode s0=3 s1=9\nfork s0 -> s2 @2\n";
+        let (_, states) = run(fork, 3, 2, Some(Bug::BatchForkCopiesWrongConv))?;
+        let (parent, next, child) = (&states[0], &states[1], &states[2]);
+        let mut convs = 0;
+        for ((p, n), c) in parent.states.iter().zip(&next.states).zip(&child.states) {
+            if matches!(c.value, StateValue::ConvWindow { .. }) {
+                assert_eq!(c.value, n.value, "{}: the next slot's conv window", c.name);
+                assert_ne!(c.value, p.value, "{}: not the parent's", c.name);
+                convs += 1;
+            } else {
+                assert_eq!(c.value, p.value, "{}: the parent's", c.name);
+            }
+        }
+        assert!(convs > 0, "the preset has conv windows");
+        // Decoding on: the child's row moves, the other sequence's does not.
+        let schedule = format!("{fork}decode s2=1 s1=4\n");
+        let (clean, _) = run(&schedule, 3, 2, None)?;
+        let (planted, _) = run(&schedule, 3, 2, Some(Bug::BatchForkCopiesWrongConv))?;
+        assert_eq!(planted.logits[0], clean.logits[0], "before the fork");
+        assert_ne!(planted.logits[1][0], clean.logits[1][0], "the child's row");
+        assert_eq!(planted.logits[1][1], clean.logits[1][1], "the other sequence's row");
+        Ok(())
     }
 }

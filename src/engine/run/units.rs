@@ -206,6 +206,12 @@ pub struct DeltaInputs<'a, R> {
 pub fn delta_rule<R: Real>(inp: &DeltaInputs<R>, state: &mut DeltaState<R>, qn: &mut [R], kn: &mut [R], out: &mut [R]) {
     let (dk, dv, keep) = (state.key_dim, state.value_dim, state.keep);
     let scale = R::from(1.0) / R::of(dk as f64).sqrt();
+    // The planted bug: the engine (the state kept as stored) rounds the rows of a state the
+    // program keeps in f32 to bf16, after their update.
+    #[cfg(any(test, feature = "planted"))]
+    let to_bf16 = keep.rounding == super::real::Rounding::Stored
+        && keep.storage == crate::engine::numerics::Storage::F32
+        && crate::planted::is(crate::planted::Bug::EngineDeltaStateBf16);
     for kh in 0..inp.key_heads {
         let r = kh * dk..(kh + 1) * dk;
         l2_norm(&inp.q[r.clone()], scale, &mut qn[r.clone()]);
@@ -233,6 +239,10 @@ pub fn delta_rule<R: Real>(inp: &DeltaInputs<R>, state: &mut DeltaState<R>, qn: 
             }
             // Each value kept as its storage says, the row at once (nothing to do at f32).
             keep.keep_all(row);
+            #[cfg(any(test, feature = "planted"))]
+            if to_bf16 {
+                row.iter_mut().for_each(|x| *x = x.round_to(crate::engine::numerics::Storage::Bf16));
+            }
             *o = dot(row, q);
         }
     }
@@ -391,5 +401,87 @@ pub fn glu<R: Real>(hidden: &mut [R], up: &[R]) {
 pub fn add<R: Real>(residual: &[R], x: &[R], out: &mut [R]) {
     for ((o, &r), &xi) in out.iter_mut().zip(residual).zip(x) {
         *o = r + xi;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::run::{EngineRunner, EngineState, Rounding, StateValue};
+    use crate::engine::{Numerics, lower::lower_graph, shim::EngineShim};
+    use crate::model::{author::decode_step, presets, random::random_checkpoint};
+    use crate::planted::{self, Bug};
+
+    type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+    /// The engine's logits and state after a run, and the exact run's.
+    type Runs = ((Vec<f32>, EngineState), (Vec<f64>, EngineState<f64>));
+
+    /// The tiny preset's logits and state after the tokens 3, 1, 4 at f32 numerics, in f32 as the
+    /// engine stores and in f64 keeping every value exactly, with `bug` planted if any.
+    fn runs(bug: Option<Bug>) -> Result<Runs> {
+        let spec = presets::preset("tiny").ok_or("no such preset")?;
+        let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+        let program = lower_graph(&graph, Numerics::F32)?;
+        let ckpt = random_checkpoint(&spec, 2);
+        let run = || -> Result<_> {
+            let mut engine = EngineRunner::new(&program, &ckpt, 8)?;
+            let mut exact = EngineRunner::<f64>::with_arithmetic(&program, &ckpt, 8, Rounding::Exact)?;
+            let (mut logits, mut wide) = (vec![], vec![]);
+            for token in [3, 1, 4] {
+                logits = engine.step(token)?;
+                wide = exact.step(token)?;
+            }
+            Ok(((logits, engine.state()), (wide, exact.state())))
+        };
+        match bug {
+            Some(bug) => planted::with(bug, run),
+            None => run(),
+        }
+    }
+
+    /// The values of every delta state of `state`.
+    fn delta_values(state: &EngineState) -> Vec<f32> {
+        let delta = state.states.iter().filter_map(|s| match &s.value {
+            StateValue::DeltaState { values, .. } => Some(values.clone()),
+            _ => None,
+        });
+        delta.flatten().collect()
+    }
+
+    #[test]
+    fn the_planted_bf16_delta_state_rounds_the_engines_state_where_the_program_keeps_f32() -> Result<()> {
+        let (clean, clean_exact) = runs(None)?;
+        let (planted, planted_exact) = runs(Some(Bug::EngineDeltaStateBf16))?;
+        let bf16 = |v: &f32| half::bf16::from_f32(*v).to_f32() == *v;
+        let (clean_s, planted_s) = (delta_values(&clean.1), delta_values(&planted.1));
+        assert!(!planted_s.is_empty() && planted_s.iter().all(bf16), "the planted states are bf16");
+        assert!(!clean_s.iter().all(bf16), "the clean states are f32");
+        assert_ne!(clean.0, planted.0, "the logits");
+        assert_eq!(clean_exact, planted_exact, "the exact run");
+        Ok(())
+    }
+
+    #[test]
+    fn the_planted_bf16_delta_state_holds_in_a_batched_step_whose_rows_go_to_the_pools_threads() -> Result<()> {
+        // The rows' per-row units split over two threads (the second row's on the pool's): the
+        // plant, asked for on the thread that runs the unit, is carried to it.
+        use crate::engine::run::BatchRow;
+        let spec = presets::preset("tiny").ok_or("no such preset")?;
+        let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+        let program = lower_graph(&graph, Numerics::F32)?;
+        let ckpt = random_checkpoint(&spec, 2);
+        let mut runner = EngineRunner::new(&program, &ckpt, 8)?.with_threads(2).with_rows_split_from(0);
+        let (mut a, mut b) = (runner.fresh_state(), runner.fresh_state());
+        planted::with(Bug::EngineDeltaStateBf16, || {
+            runner
+                .step_batch(&mut [BatchRow { state: &mut a, token: 3 }, BatchRow { state: &mut b, token: 5 }])
+                .map(|_| ())
+        })?;
+        let bf16 = |v: &f32| half::bf16::from_f32(*v).to_f32() == *v;
+        for (row, state) in [a, b].iter().enumerate() {
+            let values = delta_values(&state.snapshot());
+            assert!(!values.is_empty() && values.iter().all(bf16), "row {row}'s states are bf16");
+        }
+        Ok(())
     }
 }

@@ -3,8 +3,9 @@
 //! [`random_checkpoint`] draws the f32 values of every tensor (see [`Init`]) and holds them in
 //! memory. [`random_checkpoint_as`] stores the matrices in a chosen ggml type instead ([`Weights`]):
 //! F32 draws the same values; F16 and BF16 round them to nearest; a quantized type draws random
-//! blocks whose f16 scales are set so that the values have the scale the matrix would have in f32
-//! (`blocks.rs`). Norms, biases, decays, and matrices whose rows are not whole blocks of the type
+//! blocks whose f16 scales are set so that the values have the scale the matrix would have in f32,
+//! every field of a block (its f16 scales, its sub-block scales and minimums, its high bits)
+//! differing from block to block (`blocks.rs`). Norms, biases, decays, and matrices whose rows are not whole blocks of the type
 //! stay F32, as llama.cpp's converter and quantizer keep them. A checkpoint of more than
 //! [`FILE_BYTES`] is written as a GGUF file into the temp dir and mapped (`file.rs`), so that it
 //! takes no more memory than a real file of that type would.
@@ -141,6 +142,20 @@ pub fn random_checkpoint_as(spec: &ModelSpec, seed: u64, weights: Weights) -> Re
         ckpt.insert(info.name, Tensor::stored(info.shape, ty, Bytes::owned(bytes)));
     }
     Ok(ckpt)
+}
+
+/// The stored bytes of a random `rows × cols` matrix in `ty`, drawn as a checkpoint's matrix of
+/// that shape is (fan-in `cols`, seeded by `seed`): for a quantized type, blocks whose every field
+/// differs from block to block (`blocks.rs`). `None` for a type a random checkpoint cannot be made
+/// in, or rows that are not whole blocks of it. (The kernels' tests read such matrices.)
+pub fn random_matrix(ty: GgmlType, rows: usize, cols: usize, seed: u64) -> Option<Vec<u8>> {
+    let (block, _) = ty.block()?;
+    if !Weights::TYPES.contains(&ty) || !cols.is_multiple_of(block as usize) {
+        return None;
+    }
+    let info =
+        TensorInfo { name: "random matrix".into(), shape: vec![rows, cols], init: Init::Matrix { fan_in: cols } };
+    Some(draw(&info, ty, seed))
 }
 
 /// The bytes of tensor `info` stored as `ty` (a type [`Weights::type_of`] chose for it).
@@ -298,6 +313,48 @@ mod tests {
             assert_eq!((mapped.owned_bytes(), owned.owned_bytes()), (0, owned.bytes()), "{w}");
         }
         assert_eq!(made(), 0, "the files are removed once mapped");
+    }
+
+    #[test]
+    fn a_presets_quantized_matrices_vary_their_scales_block_by_block() {
+        // (type, block bytes, an f16 field's offset, a packed scale byte's offset)
+        let cases = [
+            (GgmlType::Q8_0, 34, 0, None),
+            (GgmlType::Q4_K, 144, 0, Some(4)),
+            (GgmlType::Q4_K, 144, 2, Some(15)),
+            (GgmlType::Q5_K, 176, 2, Some(10)),
+            (GgmlType::Q6_K, 210, 208, Some(200)),
+        ];
+        let spec = preset("small").expect("small");
+        for (ty, block_bytes, field, packed) in cases {
+            let w = Weights(ty);
+            let ckpt = random_checkpoint_as(&spec, 5, w).expect("made");
+            let mut matrices = 0;
+            for info in layout(&spec).into_iter().filter(|i| w.type_of(i) == ty) {
+                let bytes = ckpt.get(&info.name).expect("there").bytes();
+                let distinct = |at: usize, len: usize| {
+                    let mut seen: Vec<&[u8]> = bytes.chunks_exact(block_bytes).map(|b| &b[at..at + len]).collect();
+                    seen.sort();
+                    seen.dedup();
+                    seen.len()
+                };
+                let blocks = bytes.len() / block_bytes;
+                assert!(distinct(field, 2) > blocks.min(64) / 2, "{ty} {}: its f16 field {field}", info.name);
+                if let Some(at) = packed {
+                    assert!(distinct(at, 1) > 1, "{ty} {}: its byte {at}", info.name);
+                }
+                matrices += 1;
+            }
+            assert!(matrices > 0, "{ty}: no matrix of the type");
+        }
+    }
+
+    #[test]
+    fn a_random_matrix_is_whole_blocks_of_its_type() {
+        let bytes = random_matrix(GgmlType::Q4_K, 3, 512, 1).expect("whole blocks");
+        assert_eq!(bytes.len(), 3 * 2 * 144);
+        assert_eq!(random_matrix(GgmlType::Q4_K, 3, 100, 1), None);
+        assert_eq!(random_matrix(GgmlType::F32, 2, 3, 1).map(|b| b.len()), Some(24));
     }
 
     #[test]

@@ -42,6 +42,8 @@ mod float;
 mod float512;
 mod kquants;
 pub mod lines;
+#[cfg(any(test, feature = "planted"))]
+mod planted;
 mod q8_0;
 pub mod q8k;
 #[cfg(target_arch = "x86_64")]
@@ -325,6 +327,25 @@ pub fn matmat_with(
     if batch == 0 || m.rows == 0 {
         return;
     }
+    // A planted kernel bug, asked for here on the calling thread (the rows may go to the pool's),
+    // runs the real kernels on a copy patched to compute what the bug would (`planted.rs`).
+    #[cfg(any(test, feature = "planted"))]
+    if let Some(p) = planted::Patched::of(m, xs) {
+        return matmat_checked(isa, split, &p.matrix(m), p.xs(xs), batch, outs, threads);
+    }
+    matmat_checked(isa, split, m, xs, batch, outs, threads)
+}
+
+/// [`matmat_with`] once its lengths are checked and its batch and rows are not empty.
+fn matmat_checked(
+    isa: Isa,
+    split: threads::Strategy,
+    m: &Matrix,
+    xs: &[f32],
+    batch: usize,
+    outs: &mut [f32],
+    threads: usize,
+) {
     let isa = isa.available();
     let xs: Vec<&[f32]> = if m.cols == 0 { vec![&[]; batch] } else { xs.chunks_exact(m.cols).collect() };
     let mut outs: Vec<&mut [f32]> = outs.chunks_exact_mut(m.rows).collect();
@@ -426,6 +447,166 @@ fn decoded_rows(m: &Matrix, xs: &[&[f32]], outs: &mut [&mut [f32]]) {
         m.dequantize_row(r, &mut row);
         for (x, o) in xs.iter().zip(outs.iter_mut()) {
             o[r] = row.iter().zip(x.iter()).map(|(w, x)| w * x).sum();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The planted kernel bugs (`planted.rs`) change what the engine's matvecs compute, on every
+    //! path, on matrices whose every block field differs (`model::random::random_matrix`), and
+    //! leave alone the rows the check's own runs read.
+
+    use super::*;
+    use crate::model::random::random_matrix;
+    use crate::planted::{self, Bug};
+
+    /// The paths a test runs (a SIMD path this machine lacks runs the widest it has).
+    const PATHS: [Isa; 3] = [Isa::Scalar, Isa::Avx2, Isa::Avx512];
+
+    /// `n` values in [−1, 1), seeded.
+    fn vector(n: usize, seed: u64) -> Vec<f32> {
+        let mut state = seed;
+        (0..n)
+            .map(|_| {
+                state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                (state >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect()
+    }
+
+    /// `m · xs` (`batch` vectors) on `isa` over `threads` threads, with `bug` planted if any.
+    fn product(isa: Isa, m: &Matrix, xs: &[f32], batch: usize, threads: usize, bug: Option<Bug>) -> Vec<f32> {
+        let mut out = vec![0f32; batch * m.rows()];
+        let mut run = || matmat_on(isa, m, xs, batch, &mut out, threads);
+        match bug {
+            Some(bug) => planted::with(bug, run),
+            None => run(),
+        }
+        out
+    }
+
+    /// The block bugs and the types whose kernels each is planted in.
+    const BLOCK_BUGS: [(Bug, GgmlType); 6] = [
+        (Bug::EngineQ8_0NeighbourScale, GgmlType::Q8_0),
+        (Bug::EngineQ4KNeighbourScale, GgmlType::Q4_K),
+        (Bug::EngineQ5KNeighbourScale, GgmlType::Q5_K),
+        (Bug::EngineQ6KNeighbourScale, GgmlType::Q6_K),
+        (Bug::EngineKquantMinScaledByD, GgmlType::Q4_K),
+        (Bug::EngineKquantMinScaledByD, GgmlType::Q5_K),
+    ];
+
+    #[test]
+    fn each_planted_block_bug_changes_every_row_its_kernels_compute_and_no_other_types() {
+        let (rows, blocks) = (5, 4);
+        for (bug, _) in BLOCK_BUGS {
+            for other in [GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16] {
+                let cols = blocks * other.block().expect("a block").0 as usize;
+                let bytes = random_matrix(other, rows, cols, 11).expect("whole blocks");
+                let x = vector(cols, 3);
+                // The f32 kernels and, for the k-quants, the Q8_K-input kernels.
+                for inputs in KquantInputs::ALL {
+                    let m = Matrix::new(other, &bytes, rows, cols).expect("a matrix").with_inputs(inputs);
+                    for isa in PATHS {
+                        let clean = product(isa, &m, &x, 1, 1, None);
+                        let planted = product(isa, &m, &x, 1, 1, Some(bug));
+                        let changed = clean.iter().zip(&planted).filter(|(a, b)| a != b).count();
+                        let want = if BLOCK_BUGS.contains(&(bug, other)) { rows } else { 0 };
+                        assert_eq!(changed, want, "{bug:?} on {other} ({inputs:?}, {isa:?}): {clean:?} {planted:?}");
+                    }
+                }
+                // The rows the check's runs read are the clean ones.
+                let m = Matrix::new(other, &bytes, rows, cols).expect("a matrix");
+                let (mut clean, mut planted) = (vec![0f32; cols], vec![0f32; cols]);
+                m.dequantize_row(1, &mut clean);
+                planted::with(bug, || m.dequantize_row(1, &mut planted));
+                assert_eq!(clean, planted, "{bug:?} on {other}: a row dequantized");
+            }
+        }
+    }
+
+    #[test]
+    fn a_planted_neighbour_scale_is_the_kernel_on_blocks_given_the_previous_blocks_fields() {
+        // Each block given its previous block's `d` (block 0 the row's last block's), here by hand:
+        // the planted Q8_0 kernel is the clean one on those blocks, bit for bit, and so are Q4_K's
+        // with `d` and `dmin`, and Q4_K's minimum scaled by `d` with `dmin := d`.
+        let (rows, blocks) = (3, 5);
+        // (bug, type, block bytes, a block's patch from its own bytes and its previous block's)
+        type Patch = fn(&[u8], &[u8], &mut [u8]);
+        let cases: [(Bug, GgmlType, usize, Patch); 3] = [
+            (Bug::EngineQ8_0NeighbourScale, GgmlType::Q8_0, 34, |_, prev, b| b[..2].copy_from_slice(&prev[..2])),
+            (Bug::EngineQ4KNeighbourScale, GgmlType::Q4_K, 144, |_, prev, b| b[..4].copy_from_slice(&prev[..4])),
+            (Bug::EngineKquantMinScaledByD, GgmlType::Q4_K, 144, |own, _, b| b[2..4].copy_from_slice(&own[..2])),
+        ];
+        for (bug, ty, block_bytes, patch) in cases {
+            let cols = blocks * ty.block().expect("a block").0 as usize;
+            let bytes = random_matrix(ty, rows, cols, 5).expect("whole blocks");
+            let mut patched = bytes.clone();
+            for (row, out) in
+                bytes.chunks_exact(blocks * block_bytes).zip(patched.chunks_exact_mut(blocks * block_bytes))
+            {
+                for k in 0..blocks {
+                    let (own, prev) = (&row[k * block_bytes..], &row[(k + blocks - 1) % blocks * block_bytes..]);
+                    patch(own, prev, &mut out[k * block_bytes..(k + 1) * block_bytes]);
+                }
+            }
+            let x = vector(cols, 8);
+            let m = Matrix::new(ty, &bytes, rows, cols).expect("a matrix");
+            let by_hand = Matrix::new(ty, &patched, rows, cols).expect("a matrix");
+            for isa in PATHS {
+                let planted = product(isa, &m, &x, 1, 1, Some(bug));
+                assert_eq!(planted, product(isa, &by_hand, &x, 1, 1, None), "{bug:?} on {isa:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_planted_block_bug_is_decided_on_the_calling_thread_and_holds_on_the_pools() {
+        // 64 rows of 1024 Q8_0 values (68 KiB: split over threads): the pool's threads compute the
+        // planted rows as the calling thread alone does.
+        let (rows, cols) = (64, 1024);
+        let bytes = random_matrix(GgmlType::Q8_0, rows, cols, 2).expect("whole blocks");
+        assert!(bytes.len() >= threads::PARALLEL_BYTES);
+        let m = Matrix::new(GgmlType::Q8_0, &bytes, rows, cols).expect("a matrix");
+        let x = vector(cols, 4);
+        let bug = Some(Bug::EngineQ8_0NeighbourScale);
+        let (alone, split) = (product(detected(), &m, &x, 1, 1, bug), product(detected(), &m, &x, 1, 2, bug));
+        assert_eq!(alone, split);
+        assert_ne!(alone, product(detected(), &m, &x, 1, 2, None));
+    }
+
+    #[test]
+    fn the_planted_dropped_tail_is_each_row_without_its_last_product() {
+        // On every path and batch (the float types' two-row kernels included), the clean value is
+        // the planted one plus the last product, as the kernels' tail adds it: bit for bit. A row
+        // of whole groups of 8 is not touched.
+        let rows = 3;
+        for ty in [GgmlType::F32, GgmlType::F16, GgmlType::BF16] {
+            for cols in [5, 8, 13, 16, 21] {
+                let bytes = random_matrix(ty, rows, cols, 9).expect("a matrix");
+                let m = Matrix::new(ty, &bytes, rows, cols).expect("a matrix");
+                for batch in [1, 3] {
+                    let xs = vector(batch * cols, 6);
+                    for isa in PATHS {
+                        let clean = product(isa, &m, &xs, batch, 1, None);
+                        let planted = product(isa, &m, &xs, batch, 1, Some(Bug::EngineSimdTailDropped));
+                        if cols % 8 == 0 {
+                            assert_eq!(planted, clean, "{ty} {cols} on {isa:?}");
+                            continue;
+                        }
+                        for b in 0..batch {
+                            for r in 0..rows {
+                                let mut w = vec![0f32; cols];
+                                m.dequantize_row(r, &mut w);
+                                let last = w[cols - 1] * xs[b * cols + cols - 1];
+                                let (c, p) = (clean[b * rows + r], planted[b * rows + r]);
+                                assert_eq!(c, p + last, "{ty} {cols} batch {batch} on {isa:?}: row {r} of {b}");
+                                assert_ne!(c, p, "{ty} {cols} batch {batch} on {isa:?}: row {r} of {b}");
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 }

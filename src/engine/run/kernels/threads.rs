@@ -49,8 +49,13 @@ pub(crate) fn pool() -> Option<&'static rayon::ThreadPool> {
 
 /// Runs `work` on each of `jobs` (parts of one computation, each touching only its own data): the
 /// first on the calling thread, the others on the persistent workers, all finished on return; one
-/// after another where the pool could not start.
+/// after another where the pool could not start. Where bugs can be planted, each part runs with
+/// the calling thread's (`crate::planted`), so that a unit's plant holds on whichever thread runs it.
 pub fn each_part<J: Send>(jobs: impl IntoIterator<Item = J>, work: &(dyn Fn(J) + Sync)) {
+    #[cfg(any(test, feature = "planted"))]
+    let bug = crate::planted::current();
+    #[cfg(any(test, feature = "planted"))]
+    let work: &(dyn Fn(J) + Sync) = &|job| crate::planted::carried(bug, || work(job));
     let mut jobs = jobs.into_iter();
     let Some(first) = jobs.next() else { return };
     match pool() {
