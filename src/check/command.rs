@@ -157,13 +157,18 @@ impl<'p, 'c> CommandCheck<'p, 'c> {
             let (lo, hi) = (round_to(storage, b.lo()), round_to(storage, b.hi()));
             let distance = (t - b.mid).abs();
             let rel = if distance.is_nan() { f64::INFINITY } else { distance / scale };
-            let admitted = round_to(storage, t) == t && lo <= t && t <= hi;
-            if !admitted {
+            let representable = round_to(storage, t) == t;
+            if !(representable && lo <= t && t <= hi) {
                 if worst.as_ref().is_none_or(|w| rel > w.relative) {
+                    let command = if representable || t.is_nan() {
+                        site.to_string()
+                    } else {
+                        format!("{site}, stored as no {storage} value")
+                    };
                     worst = Some(Witness {
                         stage: Stage::Command,
                         step: self.step,
-                        command: Some(site.to_string()),
+                        command: Some(command),
                         tensor: tensor.to_string(),
                         index: at + i,
                         reference: b.mid,
