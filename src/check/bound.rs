@@ -204,9 +204,10 @@ pub fn sum(terms: &[Ball]) -> Ball {
 /// bounds each weight's size in the arithmetic that reads it (`|w_i|` otherwise): a k-quant value
 /// `d·scale·q − dmin·min` whose engine sums the two products apart is as large as `|d·scale·q| +
 /// |dmin·min|` there.
-pub fn dot_exact(w: &[f64], x: &[Ball], magnitude: Option<&[f64]>, extra: usize) -> Ball {
+pub fn dot_exact<W: Copy + Into<f64>>(w: &[W], x: &[Ball], magnitude: Option<&[f64]>, extra: usize) -> Ball {
     let (mut mid, mut spread, mut size) = (0.0, 0.0, 0.0);
     for (i, (&wi, xi)) in w.iter().zip(x).enumerate() {
+        let wi: f64 = wi.into();
         mid += wi * xi.mid;
         spread += wi.abs() * xi.rad;
         let m = magnitude.map_or(wi.abs(), |m| m[i]);

@@ -15,6 +15,9 @@
 //! does not write must stay as it was. What cannot be bounded (a non-finite input, a ball that is
 //! not finite) is inconclusive, with the Command named.
 
+use std::borrow::Cow;
+use std::rc::Rc;
+
 use super::bound::Ball;
 use super::meaning::{Reads, Written, meaning};
 use super::storage::{Place, round_to, stored_as};
@@ -37,11 +40,21 @@ pub enum Found {
     Broken(String),
 }
 
+/// A Command of the program, where it sits, and what it reads and writes.
+struct Site<'p> {
+    command: &'p Command,
+    /// Its place, as witnesses name it (`Program::site`).
+    name: String,
+    reads: Vec<Buf>,
+    writes: Vec<Buf>,
+    states: Vec<StateRef>,
+}
+
 /// The per-Command check of one engine run, a [`StepObserver`] of its steps.
 pub struct CommandCheck<'p, 'c> {
     program: &'p Program,
-    /// The program's Commands in order, blocks flattened, with their sites.
-    commands: Vec<(&'p Command, String)>,
+    /// The program's Commands in order, blocks flattened.
+    sites: Rc<[Site<'p>]>,
     weights: Weights<'c>,
     /// The step being run (0-based).
     step: usize,
@@ -49,8 +62,8 @@ pub struct CommandCheck<'p, 'c> {
     before: Vec<Option<Vec<f32>>>,
     /// The position before the running Command.
     position: usize,
-    /// Each buffer as its writer left it this step.
-    written: Vec<Option<Vec<f32>>>,
+    /// Each buffer as its writer last left it, and whether it wrote it this step.
+    written: Vec<(Vec<f32>, bool)>,
     /// Each state and the position as their writers last left them, when the run is one sequence
     /// from the start state (`None`: states move between runs, as in a batched engine).
     carried: Option<(Vec<Vec<f32>>, usize)>,
@@ -67,21 +80,29 @@ impl<'p, 'c> CommandCheck<'p, 'c> {
     /// A check of `program`'s Commands on `weights`. `from_start` says the run is one sequence
     /// from the start state, whose states the check then carries from step to step.
     pub fn new(program: &'p Program, weights: Weights<'c>, from_start: bool) -> CommandCheck<'p, 'c> {
-        let commands = program
+        let sites = program
             .blocks
             .iter()
             .enumerate()
-            .flat_map(|(b, block)| block.commands.iter().enumerate().map(move |(c, cmd)| (cmd, program.site(b, c))))
+            .flat_map(|(b, block)| {
+                block.commands.iter().enumerate().map(move |(c, command)| Site {
+                    command,
+                    name: program.site(b, c),
+                    reads: command.reads(),
+                    writes: command.writes(),
+                    states: command.states(),
+                })
+            })
             .collect();
         let carried = from_start.then(|| (vec![vec![]; program.states.len()], 0));
         CommandCheck {
             program,
-            commands,
+            sites,
             weights,
             step: 0,
             before: vec![None; program.states.len()],
             position: 0,
-            written: vec![None; program.buffers.len()],
+            written: vec![(vec![], false); program.buffers.len()],
             carried,
             found: Found::Admitted,
             values: 0,
@@ -124,12 +145,12 @@ impl<'p, 'c> CommandCheck<'p, 'c> {
         });
     }
 
-    fn buffer_name(&self, b: Buf) -> String {
-        self.program.buffers.get(b.0).map_or_else(|| format!("%?{}", b.0), |d| d.name.clone())
+    fn buffer_name(&self, b: Buf) -> &'p str {
+        self.program.buffers.get(b.0).map_or("%?", |d| d.name.as_str())
     }
 
-    fn state_name(&self, s: StateRef) -> String {
-        self.program.states.get(s.0).map_or_else(|| format!("%?{}", s.0), |d| d.name.clone())
+    fn state_name(&self, s: StateRef) -> &'p str {
+        self.program.states.get(s.0).map_or("%?", |d| d.name.as_str())
     }
 
     /// Judges `values` (what the engine stored) against `balls` (the meaning's), stored as
@@ -188,11 +209,10 @@ impl<'p, 'c> CommandCheck<'p, 'c> {
         }
     }
 
-    /// Where the first input value of `command` that is not finite sits, if one is.
-    fn non_finite_input(&self, command: &Command, view: &StepView<'_, f32>) -> Option<(String, usize)> {
-        let buffers = command.reads().into_iter().filter_map(|b| Some((self.buffer_name(b), view.buffer(b)?)));
-        let states =
-            command.states().into_iter().filter_map(|s| Some((self.state_name(s), self.before.get(s.0)?.as_deref()?)));
+    /// Where the first input value of `site`'s Command that is not finite sits, if one is.
+    fn non_finite_input(&self, site: &Site<'_>, view: &StepView<'_, f32>) -> Option<(&'p str, usize)> {
+        let buffers = site.reads.iter().filter_map(|&b| Some((self.buffer_name(b), view.buffer(b)?)));
+        let states = site.states.iter().filter_map(|s| Some((self.state_name(*s), self.before.get(s.0)?.as_deref()?)));
         buffers.chain(states).find_map(|(name, values)| Some((name, values.iter().position(|x| !x.is_finite())?)))
     }
 }
@@ -200,24 +220,26 @@ impl<'p, 'c> CommandCheck<'p, 'c> {
 impl StepObserver<f32> for CommandCheck<'_, '_> {
     fn before(&mut self, command: usize, view: &StepView<'_, f32>) {
         if command == 0 {
-            self.written.iter_mut().for_each(|w| *w = None);
+            self.written.iter_mut().for_each(|w| w.1 = false);
         }
-        let Some((cmd, site)) = self.commands.get(command).map(|(c, s)| (*c, s.clone())) else { return };
+        let sites = Rc::clone(&self.sites);
+        let Some(at) = sites.get(command) else { return };
+        let site = at.name.as_str();
         if !self.judging() {
             return;
         }
         // Its inputs are what their writers left.
-        for b in cmd.reads() {
-            let (Some(kept), Some(live)) = (self.written.get(b.0).and_then(Option::as_ref), view.buffer(b)) else {
+        for &b in &at.reads {
+            let (Some((kept, true)), Some(live)) = (self.written.get(b.0), view.buffer(b)) else {
                 continue;
             };
             if let Some(i) = kept.iter().zip(live).position(|(k, l)| k.to_bits() != l.to_bits()) {
                 let (k, l) = (kept[i], live[i]);
-                return self.changed(&site, &self.buffer_name(b), i, k, l);
+                return self.changed(site, self.buffer_name(b), i, k, l);
             }
         }
         self.position = view.position();
-        for s in cmd.states() {
+        for &s in &at.states {
             let values = view.state(s).map(<[f32]>::to_vec);
             if let (Some((carried, _)), Some(live)) = (&self.carried, &values) {
                 let kept = &carried[s.0];
@@ -228,7 +250,7 @@ impl StepObserver<f32> for CommandCheck<'_, '_> {
                 });
                 if let Some((i, &l)) = diff {
                     let k = if start { 0.0 } else { kept[i] };
-                    return self.changed(&site, &self.state_name(s), i, k, l);
+                    return self.changed(site, self.state_name(s), i, k, l);
                 }
             }
             self.before[s.0] = values;
@@ -237,17 +259,19 @@ impl StepObserver<f32> for CommandCheck<'_, '_> {
             && *position != self.position
         {
             let (kept, live) = (*position as f32, self.position as f32);
-            self.changed(&site, "position", 0, kept, live);
+            self.changed(site, "position", 0, kept, live);
         }
     }
 
     fn after(&mut self, command: usize, view: &StepView<'_, f32>) {
-        let Some((cmd, site)) = self.commands.get(command).map(|(c, s)| (*c, s.clone())) else { return };
+        let sites = Rc::clone(&self.sites);
+        let Some(at) = sites.get(command) else { return };
+        let (cmd, site) = (at.command, at.name.as_str());
         if !self.judging() {
             return;
         }
-        if let Some((tensor, index)) = self.non_finite_input(cmd, view) {
-            let command = Some(site);
+        if let Some((tensor, index)) = self.non_finite_input(at, view) {
+            let (tensor, command) = (tensor.to_string(), Some(site.to_string()));
             self.found = Found::Unjudged(Unjudged::NonFinite { step: self.step, tensor, index, command });
             return;
         }
@@ -273,7 +297,7 @@ impl StepObserver<f32> for CommandCheck<'_, '_> {
                 Written::Buffer(b, balls) => {
                     let values = view.buffer(*b).unwrap_or_default();
                     let storage = stored_as(&numerics, Place::Buffer).unwrap_or(Storage::F32);
-                    (self.buffer_name(*b), balls, values, storage, 0)
+                    (Cow::Borrowed(self.buffer_name(*b)), balls, values, storage, 0)
                 }
                 Written::State { state, at, values: balls } => {
                     let all = view.state(*state).unwrap_or_default();
@@ -283,18 +307,18 @@ impl StepObserver<f32> for CommandCheck<'_, '_> {
                     cover.iter_mut().skip(*at).take(balls.len()).for_each(|c| *c = true);
                     let layout = &self.program.states[state.0].layout;
                     let storage = stored_as(&numerics, Place::State(layout)).unwrap_or(Storage::F32);
-                    (self.state_name(*state), balls, values, storage, *at)
+                    (Cow::Borrowed(self.state_name(*state)), balls, values, storage, *at)
                 }
                 Written::Intermediate(balls) => {
                     let values = view.intermediate().unwrap_or_default();
-                    (format!("{site}'s intermediate"), balls, values, Storage::F32, 0)
+                    (Cow::Owned(format!("{site}'s intermediate")), balls, values, Storage::F32, 0)
                 }
                 Written::Position(p) => {
                     if view.position() != *p {
                         let witness = Witness {
                             stage: Stage::Command,
                             step: self.step,
-                            command: Some(site.clone()),
+                            command: Some(site.to_string()),
                             tensor: "position".into(),
                             index: 0,
                             reference: *p as f64,
@@ -308,40 +332,42 @@ impl StepObserver<f32> for CommandCheck<'_, '_> {
                 }
             };
             if let Some(i) = balls.iter().position(|b| !b.is_finite()) {
-                let command = Some(site.clone());
-                let why = Unjudged::NonFinite { step: self.step, tensor: name, index: at + i, command };
+                let (tensor, command) = (name.to_string(), Some(site.to_string()));
+                let why = Unjudged::NonFinite { step: self.step, tensor, index: at + i, command };
                 self.found = Found::Unjudged(why);
                 return;
             }
-            self.judge(&site, &name, at, balls, values, storage);
+            self.judge(site, &name, at, balls, values, storage);
             if !self.judging() {
                 return;
             }
         }
         // What the Command does not write of a state it touches stays as it was, and only an
         // advance moves the position.
-        for s in cmd.states() {
+        for &s in &at.states {
             let (Some(before), Some(live)) = (self.before[s.0].as_ref(), view.state(s)) else { continue };
             let cover = &covered[s.0];
             let moved = (0..live.len())
                 .find(|&i| !cover.get(i).copied().unwrap_or(false) && before[i].to_bits() != live[i].to_bits());
             if let Some(i) = moved {
                 let (k, l) = (before[i], live[i]);
-                return self.changed(&site, &self.state_name(s), i, k, l);
+                return self.changed(site, self.state_name(s), i, k, l);
             }
         }
         if !written.iter().any(|w| matches!(w, Written::Position(_))) && view.position() != self.position {
             let (kept, live) = (self.position as f32, view.position() as f32);
-            return self.changed(&site, "position", 0, kept, live);
+            return self.changed(site, "position", 0, kept, live);
         }
         // What the check judged is what the next readers must find.
-        for b in cmd.writes() {
-            if let (Some(slot), Some(live)) = (self.written.get_mut(b.0), view.buffer(b)) {
-                *slot = Some(live.to_vec());
+        for &b in &at.writes {
+            if let (Some((kept, fresh)), Some(live)) = (self.written.get_mut(b.0), view.buffer(b)) {
+                kept.clear();
+                kept.extend_from_slice(live);
+                *fresh = true;
             }
         }
         if let Some((carried, position)) = &mut self.carried {
-            for s in cmd.states() {
+            for &s in &at.states {
                 if let Some(live) = view.state(s) {
                     carried[s.0] = live.to_vec();
                 }

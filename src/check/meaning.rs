@@ -263,11 +263,14 @@ fn conv(
     let past = taps - 1;
     let mut y = Vec::with_capacity(channels);
     let mut next = Vec::with_capacity(channels * past);
+    let (mut terms, mut values) = (Vec::with_capacity(taps + 1), Vec::with_capacity(taps + 1));
     for (c, &xc) in x.iter().enumerate() {
         let win = &before[c * past..(c + 1) * past];
         // The K products and the bias (a product by 1), summed in any order.
-        let mut terms: Vec<f64> = w[c * taps..(c + 1) * taps].to_vec();
-        let mut values: Vec<Ball> = win.iter().chain([&xc]).map(|&v| Ball::exact(f64::from(v))).collect();
+        terms.clear();
+        terms.extend_from_slice(&w[c * taps..(c + 1) * taps]);
+        values.clear();
+        values.extend(win.iter().chain([&xc]).map(|&v| Ball::exact(f64::from(v))));
         if let Some(b) = &b {
             terms.push(1.0);
             values.push(Ball::exact(b[c]));
@@ -316,8 +319,7 @@ fn delta_rule(
             let decayed: Vec<Ball> = before[at..at + dk].iter().map(|&s| Ball::exact(f64::from(s)) * decay).collect();
             let delta = (Ball::exact(f64::from(v[h * dv + j])) - dot(&decayed, kh)) * b;
             next.extend(decayed.iter().zip(kh).map(|(&s, &ki)| s + delta * ki));
-            let stored: Vec<Ball> = after[at..at + dk].iter().map(|&s| Ball::exact(f64::from(s))).collect();
-            o.push(dot(&stored, qh));
+            o.push(dot_exact(&after[at..at + dk], qh, None, 0));
         }
     }
     Ok(vec![Written::State { state, at: 0, values: next }, Written::Buffer(out, o)])
@@ -393,15 +395,13 @@ fn attention(r: &Reads<'_, '_, '_>, command: &Command) -> Result<Vec<Written>, S
     for (h, qh) in r.exact(*q)?.chunks(hd).enumerate() {
         let qh = prepare(qh, qn.as_deref(), *eps, &table);
         let kvh = h / group;
-        let entry = |cache: &[f32], p: usize| -> Vec<Ball> {
-            let at = (kvh * capacity + p) * hd;
-            cache[at..at + hd].iter().map(|&x| Ball::exact(f64::from(x))).collect()
-        };
-        let scores: Vec<Ball> = (0..=pos).map(|p| dot(&qh, &entry(kc, p)) * scale).collect();
+        let at = |p: usize| (kvh * capacity + p) * hd..(kvh * capacity + p + 1) * hd;
+        let scores: Vec<Ball> = (0..=pos).map(|p| dot_exact(&kc[at(p)], &qh, None, 0) * scale).collect();
         let weights = softmax(&scores);
-        let values: Vec<Vec<Ball>> = (0..=pos).map(|p| entry(vc, p)).collect();
+        let mut column = Vec::with_capacity(pos + 1);
         for i in 0..hd {
-            let column: Vec<f64> = values.iter().map(|v| v[i].mid).collect();
+            column.clear();
+            column.extend((0..=pos).map(|p| vc[at(p)][i]));
             o.push(dot_exact(&column, &weights, None, 0));
         }
     }

@@ -5,6 +5,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
@@ -17,16 +18,25 @@ use crate::model::checkpoint::{Checkpoint, Tensor};
 /// Rows × columns from which a matrix's rows are evaluated on the machine's threads.
 const PARALLEL_VALUES: usize = 1 << 16;
 
+/// The most values a matrix may have to be decoded once per check and kept (4 MiB of f32): a
+/// generated case's and a small preset's matrices, read at every step; a larger one is decoded a
+/// row at a time whenever it is read.
+const KEPT_VALUES: usize = 1 << 20;
+
 /// A checkpoint's tensors, read for the check.
 pub struct Weights<'c> {
     checkpoint: &'c Checkpoint,
     vectors: RefCell<HashMap<String, Rc<[f64]>>>,
+    /// The small matrices decoded so far, by name.
+    matrices: RefCell<HashMap<String, Arc<[f32]>>>,
 }
 
 /// A matrix of the checkpoint, read a row at a time.
 pub struct Rows<'c> {
     tensor: &'c Tensor,
     cols: usize,
+    /// Every value, decoded, for a small matrix.
+    decoded: Option<Arc<[f32]>>,
     /// Whether a matvec reads its input quantized to Q8_K (the program's numerics and the stored
     /// type say so: [`KquantInputs::quantizes`]).
     pub quantized_inputs: bool,
@@ -34,7 +44,7 @@ pub struct Rows<'c> {
 
 impl<'c> Weights<'c> {
     pub fn new(checkpoint: &'c Checkpoint) -> Weights<'c> {
-        Weights { checkpoint, vectors: RefCell::default() }
+        Weights { checkpoint, vectors: RefCell::default(), matrices: RefCell::default() }
     }
 
     fn tensor(&self, name: &str) -> Result<&'c Tensor, String> {
@@ -56,10 +66,23 @@ impl<'c> Weights<'c> {
     /// The matrix `name`, of `cols` columns, read as a matvec at `inputs` reads it.
     pub fn matrix(&self, name: &str, cols: usize, inputs: KquantInputs) -> Result<Rows<'c>, String> {
         let tensor = self.tensor(name)?;
-        match tensor.shape[..] {
-            [_, c] if c == cols => Ok(Rows { tensor, cols, quantized_inputs: inputs.quantizes(tensor.ty()) }),
-            _ => Err(format!("{name} is {:?}, not a matrix of {cols} columns", tensor.shape)),
+        if !matches!(tensor.shape[..], [_, c] if c == cols) {
+            return Err(format!("{name} is {:?}, not a matrix of {cols} columns", tensor.shape));
         }
+        let decoded = if tensor.numel() <= KEPT_VALUES {
+            let kept = self.matrices.borrow().get(name).cloned();
+            match kept {
+                Some(d) => Some(d),
+                None => {
+                    let d: Arc<[f32]> = tensor.to_f32().map_err(|e| format!("{name}: {e}"))?.into();
+                    self.matrices.borrow_mut().insert(name.to_string(), Arc::clone(&d));
+                    Some(d)
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Rows { tensor, cols, decoded, quantized_inputs: inputs.quantizes(tensor.ty()) })
     }
 
     /// Row `row` of the table `name`, decoded.
@@ -82,32 +105,33 @@ impl Rows<'_> {
     pub fn each_row(
         &self,
         rows: usize,
-        f: impl Fn(&[f64], Option<&[f64]>) -> Ball + Sync,
+        f: impl Fn(&[f32], Option<&[f64]>) -> Ball + Sync,
     ) -> Result<Vec<Ball>, String> {
         let minimums = match self.tensor.ty() {
             GgmlType::Q4_K | GgmlType::Q5_K if self.quantized_inputs => Some(self.tensor.ty() == GgmlType::Q5_K),
             _ => None,
         };
         let one = |r: usize| -> Result<Ball, String> {
-            let values: Vec<f64> =
-                self.tensor.decode_rows(r..r + 1).map_err(|e| e.to_string())?.iter().map(|&x| f64::from(x)).collect();
+            let decoded;
+            let values = match &self.decoded {
+                Some(all) => &all[r * self.cols..(r + 1) * self.cols],
+                None => {
+                    decoded = self.tensor.decode_rows(r..r + 1).map_err(|e| e.to_string())?;
+                    &decoded[..]
+                }
+            };
             let magnitudes = match minimums {
                 Some(q5) => {
                     let bytes = self.tensor.row_bytes(r..r + 1).map_err(|e| e.to_string())?;
                     let mins = q45_k_minimums(bytes, q5).map_err(|e| e.to_string())?;
                     // The factor covers `|w|`'s own distance from the exact value (four roundings).
                     let up = 1.0 + 8.0 * super::bound::U;
-                    Some(
-                        values
-                            .iter()
-                            .zip(mins)
-                            .map(|(w, m)| (w.abs() + 2.0 * f64::from(m).abs()) * up)
-                            .collect::<Vec<f64>>(),
-                    )
+                    let m = values.iter().zip(mins).map(|(&w, m)| (f64::from(w).abs() + 2.0 * f64::from(m).abs()) * up);
+                    Some(m.collect::<Vec<f64>>())
                 }
                 None => None,
             };
-            Ok(f(&values, magnitudes.as_deref()))
+            Ok(f(values, magnitudes.as_deref()))
         };
         if rows.saturating_mul(self.cols) >= PARALLEL_VALUES {
             (0..rows).into_par_iter().map(one).collect()
