@@ -398,10 +398,12 @@ fn attention(r: &Reads<'_, '_, '_>, command: &Command) -> Result<Vec<Written>, S
         let at = |p: usize| (kvh * capacity + p) * hd..(kvh * capacity + p + 1) * hd;
         let scores: Vec<Ball> = (0..=pos).map(|p| dot_exact(&kc[at(p)], &qh, None, 0) * scale).collect();
         let weights = softmax(&scores);
+        // Each output dim over the positions: the values' column of it.
         let mut column = Vec::with_capacity(pos + 1);
-        for i in 0..hd {
+        let start = (kvh * capacity) * hd;
+        for i in start..start + hd {
             column.clear();
-            column.extend((0..=pos).map(|p| vc[at(p)][i]));
+            column.extend((0..=pos).map(|p| vc[i + p * hd]));
             o.push(dot_exact(&column, &weights, None, 0));
         }
     }
