@@ -53,7 +53,7 @@ fn every_planted_engine_bug_of_issue_8_is_a_disagreement_at_its_stage() -> Resul
 fn a_kquant_input_quantized_otherwise_than_the_numerics_say_is_a_disagreement() -> Result<()> {
     // `small` stored as Q4_K, Q5_K and Q6_K (its matrices rows of whole 256-value blocks), its
     // k-quant matvecs reading their inputs quantized to Q8_K: the engine's kernels against the
-    // shadow, which applies the rule in f64 on its own.
+    // rule the check applies on its own to the engine's inputs.
     use crate::formats::gguf::GgmlType;
     use crate::model::random::{Weights, random_checkpoint_as};
     let numerics = Numerics::F32.with_kquant_inputs(crate::engine::KquantInputs::Q8K);

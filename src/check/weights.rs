@@ -23,12 +23,16 @@ const PARALLEL_VALUES: usize = 1 << 16;
 /// row at a time whenever it is read.
 const KEPT_VALUES: usize = 1 << 20;
 
+/// The most values all kept matrices may hold together (64 MiB of f32), so that a checkpoint of
+/// many small matrices is not held decoded whole.
+const KEPT_TOTAL: usize = 1 << 24;
+
 /// A checkpoint's tensors, read for the check.
 pub struct Weights<'c> {
     checkpoint: &'c Checkpoint,
     vectors: RefCell<HashMap<String, Rc<[f64]>>>,
-    /// The small matrices decoded so far, by name.
-    matrices: RefCell<HashMap<String, Arc<[f32]>>>,
+    /// The small matrices decoded so far, by name, and how many values they hold.
+    matrices: RefCell<(HashMap<String, Arc<[f32]>>, usize)>,
 }
 
 /// A matrix of the checkpoint, read a row at a time.
@@ -69,18 +73,18 @@ impl<'c> Weights<'c> {
         if !matches!(tensor.shape[..], [_, c] if c == cols) {
             return Err(format!("{name} is {:?}, not a matrix of {cols} columns", tensor.shape));
         }
-        let decoded = if tensor.numel() <= KEPT_VALUES {
-            let kept = self.matrices.borrow().get(name).cloned();
-            match kept {
-                Some(d) => Some(d),
-                None => {
-                    let d: Arc<[f32]> = tensor.to_f32().map_err(|e| format!("{name}: {e}"))?.into();
-                    self.matrices.borrow_mut().insert(name.to_string(), Arc::clone(&d));
-                    Some(d)
-                }
+        let kept = self.matrices.borrow().0.get(name).cloned();
+        let room = tensor.numel() <= KEPT_VALUES && self.matrices.borrow().1 + tensor.numel() <= KEPT_TOTAL;
+        let decoded = match kept {
+            Some(d) => Some(d),
+            None if room => {
+                let d: Arc<[f32]> = tensor.to_f32().map_err(|e| format!("{name}: {e}"))?.into();
+                let mut kept = self.matrices.borrow_mut();
+                kept.0.insert(name.to_string(), Arc::clone(&d));
+                kept.1 += d.len();
+                Some(d)
             }
-        } else {
-            None
+            None => None,
         };
         Ok(Rows { tensor, cols, decoded, quantized_inputs: inputs.quantizes(tensor.ty()) })
     }

@@ -187,7 +187,8 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
         Ok(s) => s,
         Err(e) => return refused(e.name(), e.to_string(), 2),
     };
-    // The check reads one checkpoint: its exact, modelled and shadowed runs all read it in place.
+    // The check reads one checkpoint: the exact run, the engine's run and the check's meanings all
+    // read it in place.
     let bytes = match source.checkpoint_bytes(&spec) {
         Ok(b) => b,
         Err(e) => return refused(e.name(), e.to_string(), 2),

@@ -243,7 +243,7 @@ pub struct Inconclusive {
 }
 
 impl Inconclusive {
-    /// The reason's kind: `non-finite`, `rounding-dominates`, `rounding-flips` or `f32-beyond-model`.
+    /// The reason's kind: `non-finite`.
     pub fn kind(&self) -> &'static str {
         self.why.kind()
     }

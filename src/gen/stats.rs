@@ -80,7 +80,7 @@ impl Stats {
 
 impl fmt::Display for Stats {
     /// One line: `10000 cases: 2874 accepted, 7100 refused (WrongOp 1200, …), 26 inconclusive
-    /// (f32-beyond-model 26), 0 failures; proofs: 2900 proved, 0 refuted, 0 inconclusive`; the
+    /// (non-finite 26), 0 failures; proofs: 2900 proved, 0 refuted, 0 inconclusive`; the
     /// inconclusive cases' kinds are shown when there are any.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let counts = |m: &BTreeMap<&'static str, u64>| m.iter().map(|(v, n)| format!("{v} {n}")).collect::<Vec<_>>();

@@ -11,7 +11,7 @@
 //! to Q8_K ([`KquantInputs::Q8K`]): [`Place::KquantInput`], one per matvec the program runs. The
 //! program places nothing there (the engine's matvec unit applies the rule to every Q4_K, Q5_K or Q6_K
 //! matrix it reads, a type the checkpoint decides), so there is nothing to misplace: the proof
-//! counts those inputs, and the check's shadow applies the rule at each of them.
+//! counts those inputs, and the check applies the rule itself at each of them.
 
 use crate::engine::numerics::{KquantInputs, Numerics, Storage};
 use crate::engine::program::StateLayout;
