@@ -31,9 +31,13 @@ const KEPT_TOTAL: usize = 1 << 24;
 pub struct Weights<'c> {
     checkpoint: &'c Checkpoint,
     vectors: RefCell<HashMap<String, Rc<[f64]>>>,
-    /// The small matrices decoded so far, by name, and how many values they hold.
-    matrices: RefCell<(HashMap<String, Arc<[f32]>>, usize)>,
+    /// The small matrices decoded so far.
+    matrices: RefCell<Kept>,
 }
+
+/// Matrices decoded once, by name, and how many values they hold together.
+#[derive(Default)]
+struct Kept(HashMap<String, Arc<[f32]>>, usize);
 
 /// A matrix of the checkpoint, read a row at a time.
 pub struct Rows<'c> {
