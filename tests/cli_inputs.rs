@@ -196,6 +196,29 @@ fn a_preset_of_the_default_list_skipped_for_its_size_is_no_failure_but_a_named_o
     assert!(stdout(&o).contains("0 agree, 0 disagree, 0 inconclusive, 0 refused, 2 skipped"), "{}", stdout(&o));
 }
 
+#[test]
+fn check_batch_runs_covering_schedules_and_counts_a_skipped_model_apart() {
+    let o = stepcheck(&["check", "--batch", "2", "--preset", "tiny"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    let kinds = "each holds admit, decode, finish, reuse of a freed slot, fork, rollback and a partial batch";
+    assert!(out.lines().next().is_some_and(|l| l.contains("3 schedules (seeds 0–2)") && l.ends_with(kinds)), "{out}");
+    for seed in 0..3 {
+        let line = out.lines().find(|l| l.starts_with(&format!("tiny, seed {seed}: "))).unwrap_or_default();
+        assert!(line.contains("proof: proved; symbolic: slots isolated; interpreters: agree over"), "{out}");
+    }
+    assert!(out.contains("1 models: 1 run, 0 skipped (not run, not counted as agreeing)"), "{out}");
+    assert!(out.contains("3 schedules run: 3 agree, 0 disagree"), "{out}");
+    // A named model too large is not run, only proved, and makes the command exit 2.
+    let o = stepcheck(&["check", "--batch", "2", "--preset", "tiny", "--preset", "qwen3.5-9b-style", "--max-gib", "8"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}{}", stderr(&o));
+    let line = out.lines().find(|l| l.starts_with("qwen3.5-9b-style, seeds 0–2: ")).unwrap_or_default();
+    assert!(line.contains("proof: 3 of 3 schedules proved; interpreters: not run: qwen3.5-9b-style needs"), "{out}");
+    assert!(line.ends_with("only its proofs were checked"), "{out}");
+    assert!(out.contains("2 models: 1 run, 1 skipped (not run, not counted as agreeing)"), "{out}");
+}
+
 // ---- The boundary: the other commands. ----
 
 #[test]

@@ -114,7 +114,7 @@ pub struct CheckArgs {
     /// Built-in presets (repeatable); with no model and no preset, every preset.
     #[arg(long)]
     pub preset: Vec<String>,
-    /// The seed of the presets' random weights.
+    /// The seed of the presets' random weights, and with --batch the first schedule's.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// How many tokens to decode (at most 65536).
@@ -136,8 +136,11 @@ pub struct CheckArgs {
     /// tolerance, steps, seconds, detail}, …], "summary":{…}}`.
     #[arg(long)]
     pub json: bool,
-    /// Check batched decode instead: a schedule generated from `--seed` on a pool of N slots and
-    /// batches of up to N rows, judged by validation, the symbolic slot run and the interpreters.
+    /// Check batched decode instead: per model, three schedules generated from the seeds `--seed`,
+    /// `--seed`+1 and `--seed`+2 on a pool of N slots and batches of up to N rows, each holding
+    /// every event kind the pool allows (admit, decode, finish, reuse of a freed slot, fork,
+    /// rollback, a partial batch), judged by validation, the proof, the symbolic slot run and the
+    /// interpreters.
     #[arg(long, value_name = "N")]
     pub batch: Option<usize>,
 }
