@@ -2,10 +2,13 @@
 //! sequence computes what it computes alone; every batch mutation modelled on a real engine bug is
 //! refused by name or caught with a witness naming the sequence and step the symbolic run predicts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use stepcheck::batch::check::{BatchVerdict, check};
-use stepcheck::batch::r#gen::{BatchCase, CaseFile, Judged, KINDS, Mutation, MutationKind, Outcome, draw_case, judge};
+use stepcheck::batch::r#gen::{
+    BatchCase, CAPACITY, CHECK_SCHEDULES, CHECK_SNAPSHOTS, CaseFile, EVENT_KINDS, EventKind, Judged, KINDS, Mutation,
+    MutationKind, Outcome, check_cases, draw_case, draw_covering, expected, judge, kinds_of,
+};
 use stepcheck::batch::plan::lower_schedule;
 use stepcheck::batch::prove::SlotVerdict;
 use stepcheck::batch::schedule::Schedule;
@@ -14,7 +17,7 @@ use stepcheck::check::Stage;
 use stepcheck::engine::run::{BatchRow, EngineRunner, RunnerState, StateValue};
 use stepcheck::engine::{EngineState, KquantInputs, Numerics, Program, Storage, lower::lower_graph, shim::EngineShim};
 use stepcheck::formats::gguf::GgmlType;
-use stepcheck::r#gen::draw::seeded_bytes;
+use stepcheck::r#gen::draw::{Draw, seeded_bytes};
 use stepcheck::ir::Graph;
 use stepcheck::model::random::{Weights, random_checkpoint_as};
 use stepcheck::model::{Checkpoint, author::decode_step, presets, random::random_checkpoint};
@@ -361,6 +364,65 @@ fn a_mutation_names_its_site_and_reads_back() -> Result<()> {
         assert_eq!(m.to_string(), text);
     }
     assert!("conv-by-row op=1".parse::<Mutation>().is_err());
+    Ok(())
+}
+
+/// `check --batch`'s generator: every schedule it draws holds every event kind its pool allows,
+/// as `kinds_of` counts them, and is one the pool runs and the symbolic run proves isolated, on
+/// pools of 1 to 6 slots and vocabularies of 1 token to the 0.8B's.
+#[test]
+fn covering_schedules_hold_every_kind_the_pool_allows_and_run() -> Result<()> {
+    let (_, program, _) = tiny()?;
+    let mut sizes = (usize::MAX, 0);
+    for n in 1..=6 {
+        let pool = BatchProgram::new(program.clone(), n, n, CHECK_SNAPSHOTS, CAPACITY)?;
+        let want: BTreeSet<EventKind> = EVENT_KINDS.into_iter().filter(|k| k.possible(n, n, CHECK_SNAPSHOTS)).collect();
+        for vocab in [1, 2, 97, 248_320] {
+            for seed in 0..200 {
+                let case = draw_covering(&mut Draw::new(&seeded_bytes(seed, 1024)), n, n, CHECK_SNAPSHOTS, vocab);
+                let at = format!("{n} slots, vocab {vocab}, seed {seed}:\n{}", case.schedule);
+                let kinds = kinds_of(&case.schedule, n);
+                assert!(want.is_subset(&kinds), "{at}holds {kinds:?}");
+                let lowered = lower_schedule(&case.schedule, &pool).map_err(|e| format!("{at}{e}"))?;
+                assert_eq!(expected(&pool, &lowered), Outcome::Agree, "{at}");
+                sizes = (sizes.0.min(case.schedule.events.len()), sizes.1.max(case.schedule.events.len()));
+            }
+        }
+    }
+    assert!(sizes.1 <= 40, "{sizes:?} events");
+    // `check --batch` runs `CHECK_SCHEDULES` of them, on the seeds from `--seed`.
+    let cases = check_cases(5, 3, 97);
+    assert_eq!(cases.iter().map(|c| c.0).collect::<Vec<_>>(), (5..5 + CHECK_SCHEDULES).collect::<Vec<_>>());
+    Ok(())
+}
+
+/// A kind counts only in the form in which a slot bug shows: a reuse of a slot left holding a
+/// state, a fork of a state no other slot holds, a rollback, each followed by a decode of the
+/// sequence; a partial batch is a decode of fewer rows than the batch.
+#[test]
+fn a_kind_counts_only_where_a_slot_bug_would_show() -> Result<()> {
+    use EventKind::*;
+    let kinds = |text: &str, max_batch: usize| -> Result<BTreeSet<EventKind>> {
+        Ok(kinds_of(&text.parse::<Schedule>()?, max_batch))
+    };
+    let reuse = "admit s0 @0\ndecode s0=1\nfinish s0\nadmit s1 @0\ndecode s1=2\n";
+    assert_eq!(kinds(reuse, 1)?, [Admit, Decode, Finish, Reuse].into());
+    assert!(kinds(reuse, 2)?.contains(&Partial));
+    // The old sequence never decoded: its slot holds the start state, a skipped reset changes nothing.
+    assert!(!kinds("admit s0 @0\nfinish s0\nadmit s1 @0\ndecode s1=2\n", 1)?.contains(&Reuse));
+    // The new sequence never decodes.
+    assert!(!kinds("admit s0 @0\ndecode s0=1\nfinish s0\nadmit s1 @0\n", 1)?.contains(&Reuse));
+    let fork = "admit s0 @0\ndecode s0=1\nfork s0 -> s1 @1\n";
+    assert!(kinds(&format!("{fork}decode s1=2\n"), 2)?.contains(&Fork));
+    // Rolled back before it decodes, the child reads its parent's snapshot, not the copy.
+    let rolled = kinds(&format!("{fork}rollback s1 1\ndecode s1=2\n"), 2)?;
+    assert!(rolled.contains(&Rollback) && !rolled.contains(&Fork), "{rolled:?}");
+    // A fork of a sequence that never decoded copies the start state.
+    assert!(!kinds("admit s0 @0\nfork s0 -> s1 @1\ndecode s1=2\n", 2)?.contains(&Fork));
+    // Slot 1 still holds s0's state (s1 left it): a fork that copied slot 1 would not show.
+    let twice = format!("{fork}finish s1\nfork s0 -> s2 @2\ndecode s2=3\n");
+    assert!(!kinds(&twice, 3)?.contains(&Fork));
+    assert!(!kinds("admit s0 @0\ndecode s0=1\nrollback s0 1\n", 1)?.contains(&Rollback));
     Ok(())
 }
 

@@ -161,13 +161,18 @@ fn check_gives_every_model_a_row_a_legend_and_a_summary() {
     assert!(row("tiny ").contains(" agree "), "{out}");
     assert!(row("no-such").contains("refused NoSuchPreset"), "{out}");
     assert!(row("qwen3.5-9b-style").contains("skipped"), "{out}");
-    assert!(out.contains("needs about 33.7 GiB"), "{out}");
+    // The skipped row says plainly that nothing was run but the proof.
+    assert!(out.contains("not run: qwen3.5-9b-style needs about 33.7 GiB"), "{out}");
+    assert!(out.contains("only its proof was checked (proved)"), "{out}");
     // The models after a refused one still run.
     assert!(row("small ").contains(" agree "), "{out}");
     for legend in ["structure:", "max rel, bound:", "verdicts: agree", "inconclusive", "refused", "skipped"] {
         assert!(out.contains(legend), "no {legend}:\n{out}");
     }
-    assert!(out.contains("5 models: 2 agree, 0 disagree, 0 inconclusive, 2 refused, 1 skipped"), "{out}");
+    // A skipped model is counted apart from the ones judged, never as agreeing.
+    let summary = "5 models: 4 judged (2 agree, 0 disagree, 0 inconclusive, 2 refused), 1 skipped (not run, not \
+                   counted as agreeing); 3 proved";
+    assert!(out.contains(summary), "{out}");
     // Progress is for a terminal: a pipe gets no line of it.
     assert!(o.stderr.is_empty(), "{}", stderr(&o));
 }
@@ -193,7 +198,40 @@ fn check_json_prints_one_object_with_a_row_per_model() {
 fn a_preset_of_the_default_list_skipped_for_its_size_is_no_failure_but_a_named_one_is() {
     let o = stepcheck(&["check", "--preset", "tiny", "--preset", "small", "--max-gib", "0.001"]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
-    assert!(stdout(&o).contains("0 agree, 0 disagree, 0 inconclusive, 0 refused, 2 skipped"), "{}", stdout(&o));
+    let out = stdout(&o);
+    assert!(out.contains("2 models: 0 judged (0 agree, 0 disagree, 0 inconclusive, 0 refused), 2 skipped"), "{out}");
+    // The default list with presets too large: the others answer, the skipped ones are named.
+    let o = stepcheck(&["check", "--steps", "2", "--max-gib", "1"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("3 judged (3 agree, 0 disagree, 0 inconclusive, 0 refused), 2 skipped (not run"), "{out}");
+    assert!(out.contains("not run: qwen3.5-0.8b, qwen3.5-9b-style; the exit status answers for the models"), "{out}");
+    // Nothing judged at all is no answer.
+    let o = stepcheck(&["check", "--max-gib", "0.001"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+}
+
+#[test]
+fn check_batch_runs_covering_schedules_and_counts_a_skipped_model_apart() {
+    let o = stepcheck(&["check", "--batch", "2", "--preset", "tiny"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    let kinds = "each holds admit, decode, finish, reuse of a freed slot, fork, rollback and a partial batch";
+    assert!(out.lines().next().is_some_and(|l| l.contains("3 schedules (seeds 0–2)") && l.ends_with(kinds)), "{out}");
+    for seed in 0..3 {
+        let line = out.lines().find(|l| l.starts_with(&format!("tiny, seed {seed}: "))).unwrap_or_default();
+        assert!(line.contains("proof: proved; symbolic: slots isolated; interpreters: agree over"), "{out}");
+    }
+    assert!(out.contains("1 models: 1 run, 0 skipped (not run, not counted as agreeing)"), "{out}");
+    assert!(out.contains("3 schedules run: 3 agree, 0 disagree"), "{out}");
+    // A named model too large is not run, only proved, and makes the command exit 2.
+    let o = stepcheck(&["check", "--batch", "2", "--preset", "tiny", "--preset", "qwen3.5-9b-style", "--max-gib", "8"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}{}", stderr(&o));
+    let line = out.lines().find(|l| l.starts_with("qwen3.5-9b-style, seeds 0–2: ")).unwrap_or_default();
+    assert!(line.contains("proof: 3 of 3 schedules proved; interpreters: not run: qwen3.5-9b-style needs"), "{out}");
+    assert!(line.ends_with("only its proofs were checked"), "{out}");
+    assert!(out.contains("2 models: 1 run, 1 skipped (not run, not counted as agreeing)"), "{out}");
 }
 
 // ---- The boundary: the other commands. ----

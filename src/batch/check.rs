@@ -467,6 +467,7 @@ mod tests {
     //! step that first runs it, and the check agrees once it is gone.
 
     use super::*;
+    use crate::batch::r#gen as bgen;
     use crate::engine::Numerics;
     use crate::engine::{Storage, lower::lower_graph, shim::EngineShim};
     use crate::model::{author::decode_step, presets, random::random_checkpoint};
@@ -513,6 +514,45 @@ mod tests {
             let planted = planted::with(bug, || verdict_of(edit, numerics))?;
             let caught = matches!(&planted, BatchVerdict::Disagree(w) if w.stage == stage && (w.seq, w.step) == at);
             assert!(caught, "{bug:?} at {numerics}: {planted}");
+        }
+        Ok(())
+    }
+
+    /// The verdict of every schedule `check --batch n` runs ([`crate::batch::gen::check_cases`],
+    /// from seed 0, as the command line's default) on the tiny preset with the command line's
+    /// weights (seed 0), at `numerics`, for `n` of 1 to 4 slots: `(n, seed, verdict)`.
+    fn default_batch_verdicts(numerics: Numerics) -> Result<Vec<(usize, u64, BatchVerdict)>> {
+        let spec = presets::preset("tiny").ok_or("no such preset")?;
+        let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+        let program = lower_graph(&graph, numerics)?;
+        let checkpoint = random_checkpoint(&spec, 0);
+        let mut out = vec![];
+        for n in 1..=4 {
+            let pool = BatchProgram::new(program.clone(), n, n, bgen::CHECK_SNAPSHOTS, bgen::CAPACITY)?;
+            for (seed, case) in bgen::check_cases(0, n, spec.vocab) {
+                out.push((n, seed, check(&graph, &pool, &checkpoint, &case.schedule)?));
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn the_default_batch_schedules_catch_a_reset_skipped_on_reuse_and_a_fork_copying_another_slot() -> Result<()> {
+        // Every schedule holds a reuse of a slot left holding a state and a fork of a state no
+        // other slot holds, each then decoded: each planted bug is a disagreement on every
+        // schedule (a fork needs two slots: on one, the fork bug has nothing to act on).
+        for numerics in [Numerics::F32, Numerics::BF16] {
+            for (n, seed, v) in default_batch_verdicts(numerics)? {
+                assert!(matches!(v, BatchVerdict::Agree { .. }), "clean, {numerics}, {n} slots, seed {seed}: {v}");
+            }
+            for bug in [Bug::BatchResetSkippedOnReuse, Bug::BatchForkCopiesWrongConv] {
+                for (n, seed, v) in planted::with(bug, || default_batch_verdicts(numerics))? {
+                    let reached = bug == Bug::BatchResetSkippedOnReuse || n >= 2;
+                    let caught = matches!(v, BatchVerdict::Disagree(_));
+                    let agree = matches!(v, BatchVerdict::Agree { .. });
+                    assert!(if reached { caught } else { agree }, "{bug:?}, {numerics}, {n} slots, seed {seed}: {v}");
+                }
+            }
         }
         Ok(())
     }

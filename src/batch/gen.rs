@@ -10,6 +10,9 @@
 //! name, or the symbolic run of [`super::shadow`] proves it harmless here or names the sequence and
 //! step where a sequence first reads a state that is not its own; the interpreters must then
 //! agree, or disagree at exactly that sequence and step.
+//!
+//! `check --batch` runs covering schedules ([`check_cases`], [`draw_covering`]): each holds every
+//! [`EventKind`] its pool allows, in the form in which a slot bug shows, whatever the seed.
 
 use std::fmt;
 use std::str::FromStr;
@@ -404,6 +407,414 @@ pub fn draw_events(d: &mut Draw, slots: usize, max_batch: usize, snapshots: usiz
         }
     }
     BatchCase { slots, max_batch, snapshots, schedule: Schedule { events }, refusal, mutation: None }
+}
+
+/// The kinds of event a schedule of `check --batch` holds, each counted only in the form in which
+/// a slot bug shows ([`kinds_of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventKind {
+    /// A sequence admitted.
+    Admit,
+    /// A decode step.
+    Decode,
+    /// A sequence finished.
+    Finish,
+    /// An admission into a slot a finished sequence left holding another state than the start
+    /// state, the new sequence then decoding: a reset skipped on reuse shows.
+    Reuse,
+    /// A fork of a sequence that has decoded and whose state no other slot holds, the child then
+    /// decoding before it is rolled back or finished: a copy of any other slot shows.
+    Fork,
+    /// A rollback, the sequence then decoding: the restored state is read.
+    Rollback,
+    /// A decode of fewer rows than the pool's batch, padded.
+    Partial,
+}
+
+/// Every event kind, in the order the command line names them.
+pub const EVENT_KINDS: [EventKind; 7] = [
+    EventKind::Admit,
+    EventKind::Decode,
+    EventKind::Finish,
+    EventKind::Reuse,
+    EventKind::Fork,
+    EventKind::Rollback,
+    EventKind::Partial,
+];
+
+impl EventKind {
+    /// The kind's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::Admit => "admit",
+            EventKind::Decode => "decode",
+            EventKind::Finish => "finish",
+            EventKind::Reuse => "reuse of a freed slot",
+            EventKind::Fork => "fork",
+            EventKind::Rollback => "rollback",
+            EventKind::Partial => "a partial batch",
+        }
+    }
+
+    /// Whether a pool of `slots` slots, batches of `max_batch` rows and `snapshots` snapshots can
+    /// hold the kind: a fork needs a second slot, a partial batch a batch of two, a rollback a
+    /// snapshot.
+    pub fn possible(self, slots: usize, max_batch: usize, snapshots: usize) -> bool {
+        match self {
+            EventKind::Fork => slots >= 2,
+            EventKind::Partial => max_batch >= 2,
+            EventKind::Rollback => snapshots >= 1,
+            _ => true,
+        }
+    }
+}
+
+/// A live sequence of a [`Follow`]: its slot, its history, the snapshots its slot holds.
+struct Followed {
+    seq: Seq,
+    slot: usize,
+    history: Vec<u32>,
+    kept: usize,
+}
+
+/// A schedule followed event by event: the live sequences, the history whose state each slot's
+/// storage holds (empty for the start state; a pool starts zeroed), which slots a sequence has
+/// left, and the kinds that have occurred. A kind that needs a later decode (reuse, fork,
+/// rollback) waits for it as a pending kind of its sequence, lost if the sequence is finished or
+/// rolled back first.
+struct Follow {
+    max_batch: usize,
+    snapshots: usize,
+    live: Vec<Followed>,
+    storage: std::collections::BTreeMap<usize, Vec<u32>>,
+    freed: std::collections::BTreeSet<usize>,
+    pending: Vec<(Seq, EventKind)>,
+    kinds: std::collections::BTreeSet<EventKind>,
+    events: Vec<Event>,
+    next: u32,
+}
+
+impl Follow {
+    fn new(max_batch: usize, snapshots: usize) -> Follow {
+        Follow {
+            max_batch,
+            snapshots,
+            live: vec![],
+            storage: Default::default(),
+            freed: Default::default(),
+            pending: vec![],
+            kinds: Default::default(),
+            events: vec![],
+            next: 0,
+        }
+    }
+
+    fn at(&self, seq: Seq) -> Option<usize> {
+        self.live.iter().position(|l| l.seq == seq)
+    }
+
+    /// Follows one event; an event the schedule could not hold (a sequence not live) changes
+    /// nothing but is kept.
+    fn apply(&mut self, e: Event) {
+        match &e {
+            Event::Admit { seq, slot } => {
+                self.kinds.insert(EventKind::Admit);
+                if self.freed.contains(slot) && self.storage.get(slot).is_some_and(|h| !h.is_empty()) {
+                    self.pending.push((*seq, EventKind::Reuse));
+                }
+                self.storage.insert(*slot, vec![]);
+                self.live.push(Followed { seq: *seq, slot: *slot, history: vec![], kept: 0 });
+            }
+            Event::Decode { rows } => {
+                self.kinds.insert(EventKind::Decode);
+                if rows.len() < self.max_batch {
+                    self.kinds.insert(EventKind::Partial);
+                }
+                for &(seq, token) in rows {
+                    let Some(i) = self.at(seq) else { continue };
+                    for (_, k) in self.pending.iter().filter(|p| p.0 == seq) {
+                        self.kinds.insert(*k);
+                    }
+                    self.pending.retain(|p| p.0 != seq);
+                    let l = &mut self.live[i];
+                    l.history.push(token);
+                    l.kept = (l.kept + 1).min(self.snapshots);
+                    self.storage.insert(l.slot, l.history.clone());
+                }
+            }
+            Event::Finish { seq } => {
+                self.kinds.insert(EventKind::Finish);
+                self.pending.retain(|p| p.0 != *seq);
+                if let Some(i) = self.at(*seq) {
+                    self.freed.insert(self.live.remove(i).slot);
+                }
+            }
+            Event::Fork { src, new, slot } => {
+                if let Some(i) = self.at(*src) {
+                    let (from, history, kept) = (self.live[i].slot, self.live[i].history.clone(), self.live[i].kept);
+                    let alone = self.storage.iter().all(|(s, h)| *s == from || *h != history);
+                    if !history.is_empty() && alone {
+                        self.pending.push((*new, EventKind::Fork));
+                    }
+                    self.storage.insert(*slot, history.clone());
+                    self.live.push(Followed { seq: *new, slot: *slot, history, kept });
+                }
+            }
+            Event::Rollback { seq, n } => {
+                self.pending.retain(|p| p.0 != *seq);
+                if let Some(i) = self.at(*seq) {
+                    self.pending.push((*seq, EventKind::Rollback));
+                    let l = &mut self.live[i];
+                    l.history.truncate(l.history.len().saturating_sub(*n));
+                    l.kept = l.kept.saturating_sub(*n);
+                    self.storage.insert(l.slot, l.history.clone());
+                }
+            }
+        }
+        self.events.push(e);
+    }
+}
+
+/// The kinds of event `schedule` holds on a pool of batches of `max_batch` rows, each only in the
+/// form in which a slot bug shows ([`EventKind`]: a reuse of a slot left holding a state, a fork of
+/// a state no other slot holds, a rollback, each followed by a decode of the sequence).
+pub fn kinds_of(schedule: &Schedule, max_batch: usize) -> std::collections::BTreeSet<EventKind> {
+    let mut f = Follow::new(max_batch, usize::MAX);
+    for e in &schedule.events {
+        f.apply(e.clone());
+    }
+    f.kinds
+}
+
+/// How many schedules `check --batch` runs per model, on the seeds `seed`, `seed + 1`, ….
+pub const CHECK_SCHEDULES: u64 = 3;
+
+/// The snapshots of `check --batch`'s pools.
+pub const CHECK_SNAPSHOTS: usize = 2;
+
+/// The schedules `check --batch n` runs per model from `seed`: one covering schedule
+/// ([`draw_covering`]) on each of [`CHECK_SCHEDULES`] seeds from `seed`, on a pool of `n` slots,
+/// batches of up to `n` rows and [`CHECK_SNAPSHOTS`] snapshots, over tokens below `vocab`; each
+/// with its seed.
+pub fn check_cases(seed: u64, n: usize, vocab: usize) -> Vec<(u64, BatchCase)> {
+    (0..CHECK_SCHEDULES)
+        .map(|k| {
+            let s = seed.wrapping_add(k);
+            let bytes = crate::r#gen::draw::seeded_bytes(s, 1024);
+            (s, draw_covering(&mut Draw::new(&bytes), n, n, CHECK_SNAPSHOTS, vocab))
+        })
+        .collect()
+}
+
+/// Draws a schedule that holds every event kind the pool's shape allows ([`EventKind::possible`],
+/// as [`kinds_of`] counts them), random in its tokens, its sequences, its slots and its order:
+/// sequences admitted into a drawn number of slots and a few events drawn as [`draw_events`]
+/// draws them, then each kind still missing, in a drawn order, by a short recipe that always makes
+/// it (a sequence that has decoded finished and its slot admitted into and decoded; a sequence
+/// decoded until no other slot holds its state, forked into a free slot and the child decoded; a
+/// sequence decoded, rolled back and decoded). Every schedule it draws is one the pool runs: no
+/// rollback past the snapshots, no history past [`CAPACITY`].
+pub fn draw_covering(d: &mut Draw, slots: usize, max_batch: usize, snapshots: usize, vocab: usize) -> BatchCase {
+    let slots = slots.max(1);
+    let max_batch = max_batch.clamp(1, slots);
+    let vocab = vocab.clamp(1, u32::MAX as usize);
+    let mut c = Covering { f: Follow::new(max_batch, snapshots), slots, vocab };
+    for _ in 0..d.range(1, slots) {
+        c.admit(d, None);
+    }
+    for _ in 0..d.below(4) {
+        c.random_event(d);
+    }
+    let mut missing: Vec<EventKind> =
+        EVENT_KINDS.into_iter().filter(|k| k.possible(slots, max_batch, snapshots)).collect();
+    for i in (1..missing.len()).rev() {
+        missing.swap(i, d.below(i + 1));
+    }
+    for kind in missing {
+        if !c.f.kinds.contains(&kind) {
+            c.make(d, kind);
+        }
+    }
+    let schedule = Schedule { events: c.f.events };
+    BatchCase { slots, max_batch, snapshots, schedule, refusal: None, mutation: None }
+}
+
+/// A covering schedule while it is drawn.
+struct Covering {
+    f: Follow,
+    slots: usize,
+    vocab: usize,
+}
+
+impl Covering {
+    fn free(&self) -> Vec<usize> {
+        (0..self.slots).filter(|s| self.f.live.iter().all(|l| l.slot != *s)).collect()
+    }
+
+    fn token(&self, d: &mut Draw) -> u32 {
+        d.below(self.vocab) as u32
+    }
+
+    /// Admits a new sequence into `slot`, or a drawn free one (finishing a drawn live sequence
+    /// when none is free).
+    fn admit(&mut self, d: &mut Draw, slot: Option<usize>) -> Seq {
+        let slot = slot.unwrap_or_else(|| {
+            if self.free().is_empty() {
+                let i = d.below(self.f.live.len());
+                self.f.apply(Event::Finish { seq: self.f.live[i].seq });
+            }
+            *d.pick(&self.free())
+        });
+        let seq = Seq(self.f.next);
+        self.f.next += 1;
+        self.f.apply(Event::Admit { seq, slot });
+        seq
+    }
+
+    /// A drawn live sequence, admitting one when none is live.
+    fn some_live(&mut self, d: &mut Draw) -> Seq {
+        if self.f.live.is_empty() {
+            return self.admit(d, None);
+        }
+        self.f.live[d.below(self.f.live.len())].seq
+    }
+
+    /// One decode step: the sequences of `must` with drawn tokens, plus a drawn number of other
+    /// live sequences, in a drawn order.
+    fn decode(&mut self, d: &mut Draw, must: &[Seq]) {
+        let mut others: Vec<Seq> = self.f.live.iter().map(|l| l.seq).filter(|s| !must.contains(s)).collect();
+        for i in (1..others.len()).rev() {
+            others.swap(i, d.below(i + 1));
+        }
+        let extra = d.below(self.f.max_batch.saturating_sub(must.len()).min(others.len()) + 1);
+        let mut seqs: Vec<Seq> = must.iter().copied().chain(others.into_iter().take(extra)).collect();
+        for i in (1..seqs.len()).rev() {
+            seqs.swap(i, d.below(i + 1));
+        }
+        let rows = seqs.into_iter().map(|s| (s, self.token(d))).collect();
+        self.f.apply(Event::Decode { rows });
+    }
+
+    /// One event drawn as [`draw_events`] draws them, within the snapshots.
+    fn random_event(&mut self, d: &mut Draw) {
+        let free = self.free();
+        match d.below(8) {
+            c if self.f.live.is_empty() || (c < 2 && !free.is_empty()) => {
+                self.admit(d, None);
+            }
+            2..=4 => {
+                let s = self.some_live(d);
+                self.decode(d, &[s]);
+            }
+            5 => {
+                let s = self.some_live(d);
+                self.f.apply(Event::Finish { seq: s });
+            }
+            6 if !free.is_empty() => {
+                let src = self.some_live(d);
+                let (new, slot) = (Seq(self.f.next), *d.pick(&free));
+                self.f.next += 1;
+                self.f.apply(Event::Fork { src, new, slot });
+            }
+            _ => {
+                let i = d.below(self.f.live.len());
+                let (seq, kept) = (self.f.live[i].seq, self.f.live[i].kept);
+                if kept > 0 {
+                    let n = d.range(1, kept);
+                    self.f.apply(Event::Rollback { seq, n });
+                }
+            }
+        }
+    }
+
+    /// A drawn live sequence that has decoded (decoding one when none has).
+    fn decoded(&mut self, d: &mut Draw) -> Seq {
+        let have: Vec<Seq> = self.f.live.iter().filter(|l| !l.history.is_empty()).map(|l| l.seq).collect();
+        if !have.is_empty() {
+            return *d.pick(&have);
+        }
+        let s = self.some_live(d);
+        self.decode(d, &[s]);
+        s
+    }
+
+    /// Makes `kind` occur, in a few events.
+    fn make(&mut self, d: &mut Draw, kind: EventKind) {
+        match kind {
+            EventKind::Admit => {
+                self.admit(d, None);
+            }
+            EventKind::Decode => {
+                let s = self.some_live(d);
+                self.decode(d, &[s]);
+            }
+            EventKind::Finish => {
+                let s = self.some_live(d);
+                self.f.apply(Event::Finish { seq: s });
+            }
+            EventKind::Partial => {
+                let s = self.some_live(d);
+                let n = d.range(1, (self.f.max_batch - 1).min(self.f.live.len()));
+                let mut seqs: Vec<Seq> = self.f.live.iter().map(|l| l.seq).filter(|x| *x != s).collect();
+                for i in (1..seqs.len()).rev() {
+                    seqs.swap(i, d.below(i + 1));
+                }
+                seqs.truncate(n - 1);
+                seqs.insert(d.below(seqs.len() + 1), s);
+                let rows = seqs.into_iter().map(|s| (s, self.token(d))).collect();
+                self.f.apply(Event::Decode { rows });
+            }
+            EventKind::Reuse => {
+                let old = self.decoded(d);
+                let slot = self.f.live[self.f.at(old).unwrap_or(0)].slot;
+                self.f.apply(Event::Finish { seq: old });
+                let new = self.admit(d, Some(slot));
+                self.decode(d, &[new]);
+            }
+            EventKind::Fork => {
+                let src = self.decoded(d);
+                if self.free().is_empty() {
+                    let others: Vec<Seq> = self.f.live.iter().map(|l| l.seq).filter(|s| *s != src).collect();
+                    self.f.apply(Event::Finish { seq: *d.pick(&others) });
+                }
+                // Decoded on until no other slot's storage holds its state: each step lengthens
+                // its history and changes no other slot's, so this ends (at once with a token no
+                // other slot holds after this history, when there is one).
+                loop {
+                    let i = self.f.at(src).unwrap_or(0);
+                    let (from, history) = (self.f.live[i].slot, self.f.live[i].history.clone());
+                    let held = |h: &[u32]| self.f.storage.iter().any(|(s, x)| *s != from && x == h);
+                    if !held(&history) {
+                        break;
+                    }
+                    let with = |t: u32| [history.as_slice(), &[t]].concat();
+                    let drawn = self.token(d);
+                    let token = match held(&with(drawn)) {
+                        true => (0..self.vocab as u32).find(|t| !held(&with(*t))).unwrap_or(drawn),
+                        false => drawn,
+                    };
+                    self.f.apply(Event::Decode { rows: vec![(src, token)] });
+                }
+                let (new, slot) = (Seq(self.f.next), *d.pick(&self.free()));
+                self.f.next += 1;
+                self.f.apply(Event::Fork { src, new, slot });
+                self.decode(d, &[new]);
+            }
+            EventKind::Rollback => {
+                let kept: Vec<Seq> = self.f.live.iter().filter(|l| l.kept > 0).map(|l| l.seq).collect();
+                let s = if kept.is_empty() {
+                    let s = self.some_live(d);
+                    self.decode(d, &[s]);
+                    s
+                } else {
+                    *d.pick(&kept)
+                };
+                let kept = self.f.live[self.f.at(s).unwrap_or(0)].kept;
+                self.f.apply(Event::Rollback { seq: s, n: d.range(1, kept) });
+                self.decode(d, &[s]);
+            }
+        }
+    }
 }
 
 /// The sites of `kind` in a lowered plan on `pool` (empty when the plan has none).

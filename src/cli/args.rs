@@ -19,10 +19,12 @@ const EXIT_LOWER: &str = "Exit status: 0 the program is printed; 1 the engine re
                           printed); 2 the model could not be read or authored.";
 const EXIT_RUN: &str = "Exit status: 0 every step ran; 2 the model could not be read, does not fit in memory \
                         (--max-gib), or a step failed.";
-const EXIT_CHECK: &str = "Exit status: 0 every model checked agrees (a preset of the default list skipped for its \
-                          size is no failure); 1 some model disagrees, is inconclusive or is refused by the \
-                          engine; 2 some model could not be checked (unreadable, invalid, or a model you named \
-                          skipped for its size). Every model gets its row either way.";
+const EXIT_CHECK: &str = "Exit status: 0 every model judged agrees (a preset of the default list too large for the \
+                          memory is not run: its row and the summary say so, only its proof is checked, and it is \
+                          not counted as agreeing); 1 some model disagrees, is inconclusive or is refused by the \
+                          engine, or a proof (with --batch, a schedule's) is not proved; 2 some model could not be \
+                          checked (unreadable, invalid, or a model you named skipped for its size), or none was \
+                          run. Every model gets its row either way.";
 const EXIT_VERDICT: &str = "Exit status: 0 accepted; 1 refused; 2 not judged (unreadable or invalid input; \
                             with --json a JSON object with `\"error\": \"NotJudged\"` and a `message`).";
 const EXIT_CORPUS: &str = "Exit status: 0 every case has its stated outcome (import: the case is no failure); 1 \
@@ -114,7 +116,7 @@ pub struct CheckArgs {
     /// Built-in presets (repeatable); with no model and no preset, every preset.
     #[arg(long)]
     pub preset: Vec<String>,
-    /// The seed of the presets' random weights.
+    /// The seed of the presets' random weights, and with --batch the first schedule's.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// How many tokens to decode (at most 65536).
@@ -136,8 +138,11 @@ pub struct CheckArgs {
     /// tolerance, steps, seconds, detail}, …], "summary":{…}}`.
     #[arg(long)]
     pub json: bool,
-    /// Check batched decode instead: a schedule generated from `--seed` on a pool of N slots and
-    /// batches of up to N rows, judged by validation, the symbolic slot run and the interpreters.
+    /// Check batched decode instead: per model, three schedules generated from the seeds `--seed`,
+    /// `--seed`+1 and `--seed`+2 on a pool of N slots and batches of up to N rows, each holding
+    /// every event kind the pool allows (admit, decode, finish, reuse of a freed slot, fork,
+    /// rollback, a partial batch), judged by validation, the proof, the symbolic slot run and the
+    /// interpreters.
     #[arg(long, value_name = "N")]
     pub batch: Option<usize>,
 }

@@ -7,6 +7,13 @@
 //! (what each column measures, the tolerance that applied) and a summary line; `--json` prints the
 //! same rows as one JSON object. Before a weight is made or read, the memory the model needs is
 //! estimated and compared with what the command may use (`--max-gib`, or what the machine has).
+//!
+//! A skipped model is not run: its row says so, only its proof is checked, and the summary counts
+//! it apart from the models judged, never as agreeing. Its exit status is 2 when the user named
+//! it; a preset of the default list (every preset, which means every preset the machine can run)
+//! leaves the status to the models judged, since a preset too large for the machine is no answer
+//! about the engine, and a status that is never 0 on a machine below 34 GiB would answer nothing.
+//! When no model is judged at all, the status is 2.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -76,7 +83,8 @@ const LEGEND: &str = "\
 verdicts: agree (every value within its bound), disagree (the worst value out of it: step, tensor,
   index, both values, and the Command that wrote it), inconclusive (nothing can be concluded, and
   why: a value that is not finite where a bound needs it), refused NAME (the engine, or the reader of
-  the model, refuses it by name), skipped (why, e.g. its size: nothing was run).
+  the model, refuses it by name), skipped (not run: too large for the memory the check may use;
+  only its proof is checked, and it is not counted as agreeing).
 structure: the engine's units in f64 against the reference, over the logits of every step and the
   state after the last, the largest error relative to each tensor's scale, max(1, max |reference|);
   within 1e-9, with no excuse.
@@ -132,8 +140,10 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
     }
     let count = |v: &str| rows.iter().filter(|r| r.verdict == v).count();
     let proved = rows.iter().filter(|r| r.proof == Some("proved")).count();
+    let judged = rows.len() - count("skipped");
     let summary = format!(
-        "{} models: {} agree, {} disagree, {} inconclusive, {} refused, {} skipped; {} proved",
+        "{} models: {judged} judged ({} agree, {} disagree, {} inconclusive, {} refused), {} skipped (not run, not \
+         counted as agreeing); {} proved",
         rows.len(),
         count("agree"),
         count("disagree"),
@@ -142,12 +152,17 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
         count("skipped"),
         proved
     );
-    let exit = rows.iter().map(|r| r.exit).max().unwrap_or(0);
+    let mut exit = rows.iter().map(|r| r.exit).max().unwrap_or(0);
+    // A command that judged no model answered nothing.
+    if judged == 0 && count("skipped") > 0 {
+        exit = 2;
+    }
     if a.json {
         let json = serde_json::json!({
             "models": rows,
             "summary": {
                 "models": rows.len(),
+                "judged": judged,
                 "agree": count("agree"),
                 "disagree": count("disagree"),
                 "inconclusive": count("inconclusive"),
@@ -161,6 +176,14 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
         outln!("{json}");
     } else {
         outln!("\n{LEGEND}\n\n{summary}");
+        let skipped: Vec<&str> = rows.iter().filter(|r| r.verdict == "skipped").map(|r| r.model.as_str()).collect();
+        if !skipped.is_empty() && !explicit {
+            outln!(
+                "not run: {}; the exit status answers for the models judged (a preset named with --preset is run or \
+                 exits 2; --weights bf16 or --max-gib may let it run)",
+                skipped.join(", ")
+            );
+        }
         if let Some(peak) = super::memory::peak_rss() {
             outln!("{}", super::memory::describe(peak));
         }
@@ -200,7 +223,12 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
         // The proof needs no weights: a model too large to run is still proved.
         let proof = proof_without_weights(&spec, a.numerics);
         let exit = if explicit { 2 } else { u8::from(proof.is_some_and(|w| w != "proved")) };
-        return Row { verdict: "skipped", proof, detail: e.to_string(), exit, ..Row::default() };
+        let checked = match proof {
+            Some(word) => format!("only its proof was checked ({word})"),
+            None => "nothing was checked".to_string(),
+        };
+        let detail = format!("not run: {e}; {checked}");
+        return Row { verdict: "skipped", proof, detail, exit, ..Row::default() };
     }
     p.show(&format!("{label}: loading its weights"));
     let (spec, ckpt) = match source.load() {
