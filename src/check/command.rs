@@ -72,7 +72,8 @@ pub struct CommandCheck<'p, 'c> {
     pub values: usize,
     /// The largest distance of a judged value from its midpoint, relative to its tensor's scale.
     pub max_rel: f64,
-    /// The widest bound a judged value had, relative to its tensor's scale.
+    /// The farthest from its midpoint a judged value was allowed to be (its bound, and the
+    /// rounding to its storage type), relative to its tensor's scale.
     pub widest: f64,
 }
 
@@ -201,7 +202,7 @@ impl<'p, 'c> CommandCheck<'p, 'c> {
                 continue;
             }
             self.max_rel = self.max_rel.max(rel);
-            self.widest = self.widest.max(b.rad / scale);
+            self.widest = self.widest.max((hi - b.mid).max(b.mid - lo) / scale);
         }
         self.values += values.len();
         if let Some(w) = worst {

@@ -8,8 +8,9 @@ pub enum Verdict {
     /// Every compared value is within its bound. `structure` is the largest error of the exact run
     /// against the reference (relative to its tensor's scale, within [`super::EXACT`]); `values`
     /// counts the values the Commands of the engine's run stored, each admitted by its Command's
-    /// bound; `max_rel` is the largest distance of one from its midpoint and `widest` the widest
-    /// bound, each relative to its tensor's scale.
+    /// bound; `max_rel` is the largest distance of one from its midpoint and `widest` the farthest
+    /// one was allowed to be (its bound and the rounding to its storage type), each relative to its
+    /// tensor's scale.
     Agree { steps: usize, values: usize, structure: f64, max_rel: f64, widest: f64 },
     /// The value furthest out of tolerance, in the first comparison that found one.
     Disagree(Witness),

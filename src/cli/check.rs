@@ -50,7 +50,8 @@ struct Row {
     /// For `agree`: the largest distance of a value the engine's Commands stored from its
     /// Command's meaning, relative to its tensor's scale.
     max_rel: Option<f64>,
-    /// For `agree`: the widest bound of such a value, relative to its tensor's scale.
+    /// For `agree`: the farthest such a value was allowed to be from its meaning (its bound and the
+    /// rounding to its storage type), relative to its tensor's scale.
     widest: Option<f64>,
     /// The steps compared.
     steps: Option<usize>,
@@ -91,7 +92,8 @@ structure: the engine's units in f64 against the reference, over the logits of e
 max rel, bound: every Command of the engine's f32 run against its documented meaning on the very
   inputs it read, each value within the bound of f32 arithmetic derived from the Command before
   looking and stored in the type the numerics say: the largest distance from the meaning relative
-  to its tensor's scale, and the widest bound relative to its tensor's scale (docs/SOUNDNESS.md).
+  to its tensor's scale, and the widest a value was allowed (its bound and the rounding to its
+  storage type), relative to its tensor's scale (docs/SOUNDNESS.md).
 proof: the program proved to compute what the authored step computes, for every checkpoint and
   every step (`proved`), `refuted` with where the two differ, or `inconclusive`; `stepcheck prove`
   prints it in full. A proof that is not `proved` fails the check (exit 1).";
