@@ -4,7 +4,10 @@
 //!
 //! It is the check's own statement of the Commands, sharing no code with the engine's units
 //! (`engine::run::units`) nor with the prover's terms (`prove::program_terms`): three readings of
-//! one document, of which `check::command`'s tests hold this one to the prover's on random inputs.
+//! one document. Judging holds the engine's reading to this one, Command by Command; on every
+//! accepted program the structure stage (the engine's units against the reference) and the proof
+//! (the prover's terms against the graph) hold the engine's and the prover's to the same graph, so
+//! a prover's reading written to match a wrong lowering shows as a structural disagreement.
 //! What a Command computes in steps the engine does not store (the normed queries, the FFN's
 //! intermediate, the attention scores) is carried as balls from one step to the next; what it
 //! stores and then reads again (a delta state row before its output, a cache entry before the
