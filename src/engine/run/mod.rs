@@ -18,6 +18,8 @@ mod error;
 pub mod kernels;
 pub mod matvec;
 mod plan;
+#[cfg(test)]
+mod planted_runs;
 mod real;
 mod state;
 mod units;

@@ -697,46 +697,16 @@ fn resolve<'c, R: Real>(
 
 #[cfg(test)]
 mod tests {
-    use crate::engine::run::{EngineRunner, EngineState, Rounding, StateValue};
-    use crate::engine::{Numerics, lower::lower_graph, shim::EngineShim};
-    use crate::model::{author::decode_step, presets, random::random_checkpoint};
-    use crate::planted::{self, Bug};
+    use super::super::planted_runs::{Result, runs, values_of};
+    use crate::engine::run::StateValue;
+    use crate::planted::Bug;
 
-    type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-    /// The engine's logits and state after a run, and the exact run's.
-    type Runs = ((Vec<f32>, EngineState), (Vec<f64>, EngineState<f64>));
-
-    /// The tiny preset's logits and state after the tokens 3, 1, 4 at `numerics`, in f32 as the
-    /// engine stores (`f32`) and in f64 keeping every value exactly, with `bug` planted if any.
-    fn runs(numerics: &str, bug: Option<Bug>) -> Result<Runs> {
-        let spec = presets::preset("tiny").ok_or("no such preset")?;
-        let graph = EngineShim::default().prepare(&decode_step(&spec)?);
-        let program = lower_graph(&graph, Numerics::parse(numerics).ok_or("numerics")?)?;
-        let ckpt = random_checkpoint(&spec, 2);
-        let run = || -> Result<_> {
-            let mut engine = EngineRunner::new(&program, &ckpt, 8)?;
-            let mut exact = EngineRunner::<f64>::with_arithmetic(&program, &ckpt, 8, Rounding::Exact)?;
-            let (mut logits, mut wide) = (vec![], vec![]);
-            for token in [3, 1, 4] {
-                logits = engine.step(token)?;
-                wide = exact.step(token)?;
-            }
-            Ok(((logits, engine.state()), (wide, exact.state())))
-        };
-        match bug {
-            Some(bug) => planted::with(bug, run),
-            None => run(),
-        }
-    }
-
-    /// The values of every KV cache of `state`.
-    fn kv_values(state: &EngineState) -> Vec<f32> {
-        let kv = state.states.iter().filter_map(|s| match &s.value {
-            StateValue::KvCache { values, .. } => Some(values.clone()),
+    /// The values of every KV cache of a state.
+    fn kv(v: &StateValue) -> Option<&Vec<f32>> {
+        match v {
+            StateValue::KvCache { values, .. } => Some(values),
             _ => None,
-        });
-        kv.flatten().collect()
+        }
     }
 
     #[test]
@@ -746,7 +716,7 @@ mod tests {
         let (clean, clean_exact) = runs("bf16/f32/f32", None)?;
         let (planted, planted_exact) = runs("bf16/f32/f32", Some(Bug::EngineKvCacheInActivations))?;
         let bf16 = |v: &f32| half::bf16::from_f32(*v).to_f32() == *v;
-        let (clean_kv, planted_kv) = (kv_values(&clean.1), kv_values(&planted.1));
+        let (clean_kv, planted_kv) = (values_of(&clean.1, kv), values_of(&planted.1, kv));
         assert!(!planted_kv.is_empty() && planted_kv.iter().all(bf16), "the planted caches are bf16");
         assert!(!clean_kv.iter().all(bf16), "the clean caches are f32");
         assert_ne!(clean.0, planted.0, "the logits");

@@ -406,54 +406,24 @@ pub fn add<R: Real>(residual: &[R], x: &[R], out: &mut [R]) {
 
 #[cfg(test)]
 mod tests {
-    use crate::engine::run::{EngineRunner, EngineState, Rounding, StateValue};
-    use crate::engine::{Numerics, lower::lower_graph, shim::EngineShim};
-    use crate::model::{author::decode_step, presets, random::random_checkpoint};
-    use crate::planted::{self, Bug};
+    use super::super::planted_runs::{Result, runs, values_of};
+    use crate::engine::run::StateValue;
+    use crate::planted::Bug;
 
-    type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-    /// The engine's logits and state after a run, and the exact run's.
-    type Runs = ((Vec<f32>, EngineState), (Vec<f64>, EngineState<f64>));
-
-    /// The tiny preset's logits and state after the tokens 3, 1, 4 at f32 numerics, in f32 as the
-    /// engine stores and in f64 keeping every value exactly, with `bug` planted if any.
-    fn runs(bug: Option<Bug>) -> Result<Runs> {
-        let spec = presets::preset("tiny").ok_or("no such preset")?;
-        let graph = EngineShim::default().prepare(&decode_step(&spec)?);
-        let program = lower_graph(&graph, Numerics::F32)?;
-        let ckpt = random_checkpoint(&spec, 2);
-        let run = || -> Result<_> {
-            let mut engine = EngineRunner::new(&program, &ckpt, 8)?;
-            let mut exact = EngineRunner::<f64>::with_arithmetic(&program, &ckpt, 8, Rounding::Exact)?;
-            let (mut logits, mut wide) = (vec![], vec![]);
-            for token in [3, 1, 4] {
-                logits = engine.step(token)?;
-                wide = exact.step(token)?;
-            }
-            Ok(((logits, engine.state()), (wide, exact.state())))
-        };
-        match bug {
-            Some(bug) => planted::with(bug, run),
-            None => run(),
-        }
-    }
-
-    /// The values of every delta state of `state`.
-    fn delta_values(state: &EngineState) -> Vec<f32> {
-        let delta = state.states.iter().filter_map(|s| match &s.value {
-            StateValue::DeltaState { values, .. } => Some(values.clone()),
+    /// The values of every delta state of a state.
+    fn delta(v: &StateValue) -> Option<&Vec<f32>> {
+        match v {
+            StateValue::DeltaState { values, .. } => Some(values),
             _ => None,
-        });
-        delta.flatten().collect()
+        }
     }
 
     #[test]
     fn the_planted_bf16_delta_state_rounds_the_engines_state_where_the_program_keeps_f32() -> Result<()> {
-        let (clean, clean_exact) = runs(None)?;
-        let (planted, planted_exact) = runs(Some(Bug::EngineDeltaStateBf16))?;
+        let (clean, clean_exact) = runs("f32", None)?;
+        let (planted, planted_exact) = runs("f32", Some(Bug::EngineDeltaStateBf16))?;
         let bf16 = |v: &f32| half::bf16::from_f32(*v).to_f32() == *v;
-        let (clean_s, planted_s) = (delta_values(&clean.1), delta_values(&planted.1));
+        let (clean_s, planted_s) = (values_of(&clean.1, delta), values_of(&planted.1, delta));
         assert!(!planted_s.is_empty() && planted_s.iter().all(bf16), "the planted states are bf16");
         assert!(!clean_s.iter().all(bf16), "the clean states are f32");
         assert_ne!(clean.0, planted.0, "the logits");
@@ -465,7 +435,10 @@ mod tests {
     fn the_planted_bf16_delta_state_holds_in_a_batched_step_whose_rows_go_to_the_pools_threads() -> Result<()> {
         // The rows' per-row units split over two threads (the second row's on the pool's): the
         // plant, asked for on the thread that runs the unit, is carried to it.
-        use crate::engine::run::BatchRow;
+        use crate::engine::run::{BatchRow, EngineRunner};
+        use crate::engine::{Numerics, lower::lower_graph, shim::EngineShim};
+        use crate::model::{author::decode_step, presets, random::random_checkpoint};
+        use crate::planted;
         let spec = presets::preset("tiny").ok_or("no such preset")?;
         let graph = EngineShim::default().prepare(&decode_step(&spec)?);
         let program = lower_graph(&graph, Numerics::F32)?;
@@ -479,7 +452,7 @@ mod tests {
         })?;
         let bf16 = |v: &f32| half::bf16::from_f32(*v).to_f32() == *v;
         for (row, state) in [a, b].iter().enumerate() {
-            let values = delta_values(&state.snapshot());
+            let values = values_of(&state.snapshot(), delta);
             assert!(!values.is_empty() && values.iter().all(bf16), "row {row}'s states are bf16");
         }
         Ok(())
