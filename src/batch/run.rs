@@ -134,7 +134,7 @@ fn snapshot_all<R: Real>(held: &mut [&mut Held<R>], keep: usize, values: usize) 
     if held.len() < 2 || values.saturating_mul(held.len()) < PARALLEL_COPY_VALUES {
         return held.iter_mut().for_each(|h| h.snapshot(keep));
     }
-    let parts = threads::pool().map_or(1, |p| p.current_num_threads() + 1).min(held.len());
+    let parts = threads::parts().min(held.len());
     let per = held.len().div_ceil(parts);
     threads::each_part(held.chunks_mut(per), &|part: &mut [&mut Held<R>]| {
         part.iter_mut().for_each(|h| h.snapshot(keep))

@@ -347,4 +347,6 @@ impl Worst {
 }
 
 #[cfg(test)]
+mod planted_lowering;
+#[cfg(test)]
 mod tests;
