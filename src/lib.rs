@@ -10,6 +10,8 @@
 //! paths the seed names (`crate::model::author::decode_step`, `crate::model::bind`,
 //! `crate::engine::shim::EngineShim`, `crate::engine::program`, `crate::engine::lower`).
 
+#![forbid(unsafe_code)]
+
 pub use stepcheck_formats::scalar;
 pub use stepcheck_fuse as fuse;
 pub use stepcheck_interp as interp;

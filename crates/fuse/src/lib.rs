@@ -1,5 +1,7 @@
 //! The shared fusion table: the fused symbols, what each means, and the patterns that introduce them.
 
+#![forbid(unsafe_code)]
+
 pub mod meaning;
 pub mod rewrite;
 pub mod table;

@@ -1,6 +1,8 @@
 //! The one IR: step graphs, authored and fused alike. The ground floor: it imports nothing else of
 //! the crate (the reference interpreter that runs it is `interp`).
 
+#![forbid(unsafe_code)]
+
 mod binding;
 mod graph;
 mod op;

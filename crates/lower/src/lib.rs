@@ -7,6 +7,8 @@
 //! order the engine's units take it. What a block does that the engine has no unit for is refused
 //! by name. The lowering reads only the graph, the shim's facts and the numerics.
 
+#![forbid(unsafe_code)]
+
 mod error;
 mod pattern;
 mod refusals;

@@ -7,6 +7,8 @@
 //! check` and `examples/gen_run.rs` can be watched to fail on it (docs/SOUNDNESS.md, "Planted
 //! bugs"). A kernel that runs on the pool's threads asks on the thread that calls it.
 
+#![forbid(unsafe_code)]
+
 use std::cell::Cell;
 
 /// A bug the gate's code under test can be made to have.

@@ -36,6 +36,8 @@
 //! of the step wrote that its difference passes through (an attention reading the position an
 //! advance before it moved).
 
+#![forbid(unsafe_code)]
+
 pub mod eval;
 pub mod graph_terms;
 pub mod layout;
