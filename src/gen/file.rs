@@ -30,7 +30,6 @@ use std::fmt;
 
 use super::case::{Case, Input, STEPS};
 use super::mutation::Mutation;
-use super::outcome::Outcome;
 use crate::engine::Numerics;
 use crate::fuse::Symbol;
 use crate::ir::parse_graph;
@@ -157,11 +156,6 @@ impl CaseFile {
             (None, None) => return Err(FileError { line, why: "no spec and no graph".into() }),
         };
         Ok(CaseFile { comment, outcome, case: Case { input, without, numerics, mutation, seed, steps } })
-    }
-
-    /// The outcome line, read as an outcome (`None` when absent or not one, e.g. `accepted, but …`).
-    pub fn expected_outcome(&self) -> Option<Outcome> {
-        self.outcome.as_deref().and_then(|o| o.parse().ok())
     }
 }
 

@@ -278,11 +278,6 @@ impl Expected {
             _ => false,
         })
     }
-
-    /// Whether acceptance is allowed.
-    pub fn may_accept(&self) -> bool {
-        self.allowed.contains(&Allowed::Accepted)
-    }
 }
 
 impl fmt::Display for Expected {

@@ -397,14 +397,6 @@ impl Array {
             _ => None,
         }
     }
-
-    /// The elements as string slices, if they are strings.
-    pub fn as_strs(&self) -> Option<Vec<&str>> {
-        match self {
-            Array::String(v) => Some(v.iter().map(String::as_str).collect()),
-            _ => None,
-        }
-    }
 }
 
 /// A ggml tensor type, by its id. The reader knows the block sizes of ggml's types, so that it can

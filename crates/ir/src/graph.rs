@@ -136,11 +136,6 @@ impl Graph {
         self.consts.iter().find(|c| c.tensor == t)
     }
 
-    /// The state whose start-of-step tensor is `t`, if any.
-    pub fn state_read(&self, t: TensorId) -> Option<&State> {
-        self.states.iter().find(|s| s.read == t)
-    }
-
     /// Drops the tensors nothing refers to (left behind when ops are replaced), renumbering the
     /// rest in their order.
     pub fn compact(&mut self) {

@@ -75,11 +75,6 @@ pub fn each_part<J: Send>(jobs: impl IntoIterator<Item = J>, work: &(dyn Fn(J) +
     }
 }
 
-/// Runs `part` over `m`'s rows split into up to `threads` parts with [`DEFAULT`].
-pub fn over_rows(m: &Matrix, xs: &[&[f32]], outs: &mut [&mut [f32]], threads: usize, part: &Part) {
-    over_rows_with(DEFAULT, m, xs, outs, threads, part)
-}
-
 /// Runs `part` over `m`'s rows split into up to `threads` contiguous parts of equal rows (one part
 /// when the matrix is below [`PARALLEL_BYTES`]), with `strategy`.
 pub fn over_rows_with(

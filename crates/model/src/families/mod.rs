@@ -69,11 +69,6 @@ const FAMILIES: [Family; 4] = [
     Family { model_type: "deepseek_v3", spec: deepseek_v3::spec, checkpoint: deepseek_v3::checkpoint },
 ];
 
-/// The `model_type`s this module reads.
-pub fn model_types() -> Vec<&'static str> {
-    FAMILIES.iter().map(|f| f.model_type).collect()
-}
-
 /// The spec `dir/config.json` describes (named after the folder), read as its family reads it.
 pub fn spec_of_folder(dir: &Path) -> Result<ModelSpec, FamilyError> {
     let (spec, _) = read_config(dir)?;
