@@ -171,7 +171,7 @@ pub fn admit_config_json(text: &str, name: &str, numerics: Numerics) -> Result<A
 }
 
 /// The verdict on `spec`, at `numerics`.
-pub fn admit_spec(spec: &ModelSpec, numerics: Numerics) -> Result<Admission, AdmitError> {
+pub(crate) fn admit_spec(spec: &ModelSpec, numerics: Numerics) -> Result<Admission, AdmitError> {
     let layers: Vec<usize> = (0..spec.layers.len()).collect();
     admit(spec, &layers, vec![], numerics)
 }

@@ -20,14 +20,14 @@ pub const MAX_STEPS: usize = 1 << 16;
 /// small model, and the oracle runs two interpreters and a perturbed copy of it.
 pub const MAX_CASE_VALUES: u128 = 1 << 27;
 /// The largest case file read, in bytes. The corpus's files are a few KiB.
-pub const MAX_CASE_FILE_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_CASE_FILE_BYTES: u64 = 4 << 20;
 pub use crate::model::hf::MAX_CONFIG_BYTES;
 /// The most memory `--max-gib` may grant, in GiB (1 PiB): any more is a typo.
-pub const MAX_GIB: f64 = 1024.0 * 1024.0;
+pub(crate) const MAX_GIB: f64 = 1024.0 * 1024.0;
 
 /// The text of the file at `path`, refused unread (naming the file, its size and the limit) when
 /// it holds more than `limit` bytes.
-pub fn read_text(path: &std::path::Path, limit: u64) -> Result<String, String> {
+pub(crate) fn read_text(path: &std::path::Path, limit: u64) -> Result<String, String> {
     crate::model::hf::read_bounded(path, limit).map_err(|e| e.to_string())
 }
 
@@ -42,13 +42,13 @@ pub struct SizeError {
 }
 
 /// Checks `value` of field or flag `what` is at most `limit`.
-pub fn at_most(what: &str, value: u128, limit: u128) -> Result<(), SizeError> {
+pub(crate) fn at_most(what: &str, value: u128, limit: u128) -> Result<(), SizeError> {
     if value <= limit { Ok(()) } else { Err(SizeError { what: what.to_string(), value, limit }) }
 }
 
 /// Reads a count (a decimal integer, surrounding spaces allowed) of at most `limit`; `what` names
 /// it in the error.
-pub fn parse_count(what: &str, text: &str, limit: usize) -> Result<usize, String> {
+pub(crate) fn parse_count(what: &str, text: &str, limit: usize) -> Result<usize, String> {
     let t = text.trim();
     let n: u128 = t.parse().map_err(|_| format!("{what}: {t:?} is not a non-negative integer"))?;
     at_most(what, n, limit as u128).map_err(|e| e.to_string())?;
@@ -108,7 +108,7 @@ pub fn check_spec(spec: &ModelSpec, max_values: u128) -> Result<(), SizeError> {
 /// Checks every tensor type a graph declares holds at most `max_values` values, and every cache
 /// at most that many over `steps` positions, naming the tensor: the reference interpreter
 /// allocates each state from its type.
-pub fn check_graph(graph: &crate::ir::Graph, steps: usize, max_values: u128) -> Result<(), SizeError> {
+pub(crate) fn check_graph(graph: &crate::ir::Graph, steps: usize, max_values: u128) -> Result<(), SizeError> {
     for t in &graph.tensors {
         let values = match &t.ty {
             crate::ir::Ty::Tensor(shape) => shape.iter().fold(1u128, |n, &d| n.saturating_mul(d as u128)),
@@ -124,7 +124,7 @@ pub fn check_graph(graph: &crate::ir::Graph, steps: usize, max_values: u128) -> 
 
 /// How many values `spec`'s checkpoint holds, counted without overflow. Call it on a spec whose
 /// sizes [`check_spec`] bounds (the layout it counts is one entry per tensor).
-pub fn checkpoint_values(spec: &ModelSpec) -> u128 {
+pub(crate) fn checkpoint_values(spec: &ModelSpec) -> u128 {
     layout(spec).iter().map(|t| t.shape.iter().fold(1u128, |n, &d| n.saturating_mul(d as u128))).sum()
 }
 
@@ -228,7 +228,7 @@ impl fmt::Display for MemoryError {
 
 /// Reads `--max-gib`: a finite number of GiB above 0 and at most [`MAX_GIB`] (`NaN`, infinities,
 /// 0 and negatives are refused, so no value turns the guard off).
-pub fn parse_gib(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_gib(text: &str) -> Result<f64, String> {
     let t = text.trim();
     let g: f64 = t.parse().map_err(|_| format!("{t:?} is not a number of GiB"))?;
     if !(g.is_finite() && g > 0.0 && g <= MAX_GIB) {

@@ -58,7 +58,7 @@ impl SourceError {
 
 impl ModelSource {
     /// The source a path names: a `.gguf` file, or a folder.
-    pub fn from_path(path: &Path) -> Result<ModelSource, SourceError> {
+    pub(crate) fn from_path(path: &Path) -> Result<ModelSource, SourceError> {
         if path.is_dir() {
             Ok(ModelSource::HfFolder(path.to_path_buf()))
         } else if path.extension().is_some_and(|e| e == "gguf") {
@@ -74,7 +74,7 @@ impl ModelSource {
     }
 
     /// A preset's source, its matrices stored as `weights`.
-    pub fn preset_as(name: &str, seed: u64, weights: Weights) -> ModelSource {
+    pub(crate) fn preset_as(name: &str, seed: u64, weights: Weights) -> ModelSource {
         ModelSource::Preset { name: name.to_string(), seed, weights }
     }
 
@@ -139,7 +139,7 @@ impl ModelSource {
     /// The spec, then the checkpoint only when `need(spec, checkpoint bytes)` fits in `budget` (no
     /// budget: the machine says nothing, and the load goes ahead): a model too large for the
     /// machine is refused with how much it needs before a weight is made or read.
-    pub fn load_within(
+    pub(crate) fn load_within(
         &self,
         budget: Option<&Budget>,
         need: impl FnOnce(&ModelSpec, u128) -> Need,

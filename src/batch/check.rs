@@ -358,7 +358,7 @@ impl Judge {
 /// schedule's meaning): the plan is validated, run on the engine, and compared row by row with
 /// each sequence run alone on the reference, the structure first, then the numerics (see the module
 /// documentation). A run the engine cannot start or finish on the plan's account is the refusal.
-pub fn check_lowered(
+pub(crate) fn check_lowered(
     graph: &Graph,
     pool: &BatchProgram,
     checkpoint: &Checkpoint,

@@ -337,7 +337,7 @@ struct Drawn {
 }
 
 /// Draws a pool shape and a schedule of `4..=14` events on tokens below `vocab`.
-pub fn draw_schedule(d: &mut Draw, vocab: usize) -> BatchCase {
+pub(crate) fn draw_schedule(d: &mut Draw, vocab: usize) -> BatchCase {
     let slots = d.range(2, 4);
     let max_batch = d.range(1, slots);
     let snapshots = d.range(1, 3);
@@ -345,7 +345,7 @@ pub fn draw_schedule(d: &mut Draw, vocab: usize) -> BatchCase {
 }
 
 /// Draws a schedule of `4..=14` events on a pool of the given shape, on tokens below `vocab`.
-pub fn draw_events(d: &mut Draw, slots: usize, max_batch: usize, snapshots: usize, vocab: usize) -> BatchCase {
+pub(crate) fn draw_events(d: &mut Draw, slots: usize, max_batch: usize, snapshots: usize, vocab: usize) -> BatchCase {
     let slots = slots.max(1);
     let max_batch = max_batch.clamp(1, slots);
     let mut live: Vec<Drawn> = Vec::new();
@@ -818,7 +818,7 @@ impl Covering {
 }
 
 /// The sites of `kind` in a lowered plan on `pool` (empty when the plan has none).
-pub fn sites(kind: MutationKind, pool: &BatchProgram, lowered: &Lowered) -> Vec<Mutation> {
+pub(crate) fn sites(kind: MutationKind, pool: &BatchProgram, lowered: &Lowered) -> Vec<Mutation> {
     let ops = &lowered.plan.ops;
     let mut out = Vec::new();
     // Which slots are live, freed, and how often claimed, before each op.
@@ -902,7 +902,7 @@ pub fn draw_case(bytes: &[u8], program: &Program) -> BatchCase {
 }
 
 /// The pool of a case over `program`.
-pub fn pool_of(case: &BatchCase, program: &Program) -> Result<BatchProgram, super::BatchError> {
+pub(crate) fn pool_of(case: &BatchCase, program: &Program) -> Result<BatchProgram, super::BatchError> {
     BatchProgram::new(program.clone(), case.slots, case.max_batch, case.snapshots, CAPACITY)
 }
 

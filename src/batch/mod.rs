@@ -97,7 +97,7 @@ impl BatchProgram {
     }
 
     /// Whether the program keeps any conv window.
-    pub fn has_conv(&self) -> bool {
+    pub(crate) fn has_conv(&self) -> bool {
         self.program.states.iter().any(|s| matches!(s.layout, StateLayout::ConvWindow { .. }))
     }
 }

@@ -178,7 +178,7 @@ impl Induction<'_> {
 /// Proves the slot induction for `lowered` (its plan possibly mutated; its trace the schedule's
 /// meaning) on `pool`. The plan should be valid ([`super::plan::SlotPlan::validate`]); an
 /// operation on a slot outside the pool is inconclusive.
-pub fn prove_slots(pool: &BatchProgram, lowered: &Lowered) -> SlotVerdict {
+pub(crate) fn prove_slots(pool: &BatchProgram, lowered: &Lowered) -> SlotVerdict {
     let terms = match SlotTerms::new(&pool.program) {
         Ok(t) => t,
         Err(why) => return SlotVerdict::Inconclusive { why: format!("the step's shape: {why}"), at: None },
@@ -320,7 +320,7 @@ fn induct(ind: &mut Induction<'_>, lowered: &Lowered) -> Result<Option<SlotVerdi
 /// The batch's proof: the one-sequence step (authored ≡ fused ≡ program, for every state and
 /// step) and the slot induction over the plan. Proved only when both are.
 #[derive(Clone, Debug)]
-pub struct BatchProof {
+pub(crate) struct BatchProof {
     pub step: ProofVerdict,
     pub slots: SlotVerdict,
 }
@@ -348,7 +348,7 @@ impl fmt::Display for BatchProof {
 
 /// Proves a lowered schedule on `pool`: the program's step against `authored` and `fused`, then the
 /// slot induction.
-pub fn prove_batch(authored: &Graph, fused: &Graph, pool: &BatchProgram, lowered: &Lowered) -> BatchProof {
+pub(crate) fn prove_batch(authored: &Graph, fused: &Graph, pool: &BatchProgram, lowered: &Lowered) -> BatchProof {
     BatchProof { step: prove(authored, fused, &pool.program), slots: prove_slots(pool, lowered) }
 }
 

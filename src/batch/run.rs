@@ -80,7 +80,7 @@ impl BatchArithmetic for f64 {}
 
 /// A [`StepObserver`] of a batched run's rows: told which step and row a sequence's row is before
 /// its step runs. Padding rows, which no sequence reads, are not shown.
-pub trait RowObserver<R>: StepObserver<R> {
+pub(crate) trait RowObserver<R>: StepObserver<R> {
     /// Row `row` of the plan's step `step` (counting the plan's `Step` ops) runs next.
     fn row(&mut self, step: usize, row: usize);
 }
@@ -214,7 +214,7 @@ impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
     /// row shown to `observer` (its step and row first, [`RowObserver::row`]). A row computes what
     /// it computes in a batched step (the kernels' rule, [`BatchArithmetic`]), so what `observer`
     /// sees is what [`BatchRunner::run`] computes.
-    pub fn run_observed(
+    pub(crate) fn run_observed(
         &mut self,
         plan: &SlotPlan,
         observer: &mut impl RowObserver<R>,
@@ -381,7 +381,7 @@ impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
     }
 
     /// The state slot `slot` names, in the engine's layouts.
-    pub fn slot_state(&self, slot: usize) -> Option<EngineState<R>> {
+    pub(crate) fn slot_state(&self, slot: usize) -> Option<EngineState<R>> {
         let i = *self.storage_of.get(slot)?;
         Some(self.store[i].state.snapshot())
     }

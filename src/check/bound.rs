@@ -35,7 +35,7 @@ pub const U: f64 = 1.0 / 16_777_216.0;
 
 /// The least positive subnormal f32, `2⁻¹⁴⁹`: a bound of the absolute error one f32 rounding adds
 /// below the normal range, where it rounds to a multiple of it.
-pub const ETA: f64 = 1.401_298_464_324_817e-45;
+pub(crate) const ETA: f64 = 1.401_298_464_324_817e-45;
 
 /// The unit each rule adds per operation: f32's `u` and the check's own f64 rounding of the
 /// midpoint (`2⁻⁵²`, two f64 half-units).
@@ -48,19 +48,19 @@ const UP: f64 = 1.0 + 1.0 / 1_125_899_906_842_624.0;
 /// place (`2u`). The engine's e^x is the platform's `expf` (within one unit), its σ and SiLU are
 /// f64 formulas rounded once (within half a unit, `kernels::activation`), softplus is
 /// `crate::scalar::softplus` in f64 rounded once; `check::bound`'s tests hold each to it.
-pub const FUNCTION: f64 = 2.0 * U;
+pub(crate) const FUNCTION: f64 = 2.0 * U;
 
 /// The roundings a matvec row's dot product may have beyond its `n` products and sums: Q8_0's
 /// SIMD path multiplies each block's sum by the block's `d` (one more), and sums the blocks'
 /// products after their inner sums (a tree at most `32 + n/32` high, never above `n + 2`).
-pub const DOT_EXTRA: usize = 2;
+pub(crate) const DOT_EXTRA: usize = 2;
 
 /// The roundings, beyond `n`, of a Q4_K, Q5_K or Q6_K row against its input quantized to Q8_K:
 /// `d · dₓ` and `dmin · dₓ`, each integer sum's conversion to f32, the two products and their
 /// difference (six), and the weights' own decoding, whose f32 value (`d·scale·q − dmin·min`,
 /// four roundings) the check reads in place of the exact one the integer sums use (four more on
 /// the magnitudes [`dot_exact`] is given).
-pub const Q8K_EXTRA: usize = 10;
+pub(crate) const Q8K_EXTRA: usize = 10;
 
 /// `γ_n = n·u' / (1 − n·u')` with the check's unit `u'`: the bound of `n` roundings in a row,
 /// relative; infinite where `n·u'` reaches 1/2.
@@ -85,7 +85,7 @@ impl Ball {
 
     /// A constant of the program (an eps, a scale) as the engine holds it: in f32, within `u` of
     /// the program's f64 value.
-    pub fn f32_constant(x: f64) -> Ball {
+    pub(crate) fn f32_constant(x: f64) -> Ball {
         Ball { mid: x, rad: (UNIT * x.abs() + ETA) * UP }
     }
 
@@ -204,7 +204,7 @@ pub fn sum(terms: &[Ball]) -> Ball {
 /// bounds each weight's size in the arithmetic that reads it (`|w_i|` otherwise): a k-quant value
 /// `d·scale·q − dmin·min` whose engine sums the two products apart is as large as `|d·scale·q| +
 /// |dmin·min|` there.
-pub fn dot_exact<W: Copy + Into<f64>>(w: &[W], x: &[Ball], magnitude: Option<&[f64]>, extra: usize) -> Ball {
+pub(crate) fn dot_exact<W: Copy + Into<f64>>(w: &[W], x: &[Ball], magnitude: Option<&[f64]>, extra: usize) -> Ball {
     let (mut mid, mut spread, mut size) = (0.0, 0.0, 0.0);
     for (i, (&wi, xi)) in w.iter().zip(x).enumerate() {
         let wi: f64 = wi.into();

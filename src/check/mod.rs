@@ -13,7 +13,7 @@
 //!    looking ([`bound`]), stored where and in the type the program's numerics say ([`storage`]).
 //!    It judges the engine: that it implements the Commands the proof reads, on every code path.
 //!
-//! [`compare_graphs`] judges the shim the same way: the authored graph against the graph the shim
+//! [`compare_graph_runs`] judges the shim the same way: the authored graph against the graph the shim
 //! fused, both in the reference interpreter, within [`EXACT`].
 
 pub mod bound;
@@ -39,7 +39,7 @@ use weights::Weights;
 /// value and RoPE runs only at position 0, where it is the identity: a program that carries state
 /// wrongly, or rotates the wrong way, agrees. Two steps read every state once written and rotate
 /// at position 1, where every rotated pair turns by a non-zero angle.
-pub const MIN_STEPS: usize = 2;
+pub(crate) const MIN_STEPS: usize = 2;
 
 /// Why the interpreters could not be compared at all.
 #[derive(Debug, thiserror::Error)]
@@ -127,26 +127,12 @@ pub fn compare_with(
     }
 }
 
-/// Runs `authored` and `fused` (what the shim made of it) in the reference interpreter on
-/// `checkpoint` over `tokens` (at least [`MIN_STEPS`]), and compares the logits of every step and
-/// the state after the last, matched by name, within [`EXACT`]: the worst value out of it, or
-/// `None` when the fused graph computes what the authored one does. Values both graphs leave
-/// non-finite at the same place are equal.
-pub fn compare_graphs(
-    authored: &Graph,
-    fused: &Graph,
-    checkpoint: &Checkpoint,
-    tokens: &[u32],
-) -> Result<Option<Witness>, CheckError> {
-    let decoded = Decoded::default();
-    let a = reference_run_with(authored, checkpoint, tokens, &decoded)?;
-    let f = reference_run_with(fused, checkpoint, tokens, &decoded)?;
-    compare_graph_runs(authored, &a, fused, &f)
-}
-
-/// [`compare_graphs`], given what the reference computes for each graph ([`reference_run`], over
-/// the same tokens): the worst value out of [`EXACT`], or `None`.
-pub fn compare_graph_runs(
+/// Compares what the reference computed for `authored` and for `fused` (what the shim made of it)
+/// over the same tokens (at least [`MIN_STEPS`]): the logits of every step and the state after the
+/// last, matched by name, within [`EXACT`]. The worst value out of it, or `None` when the fused graph
+/// computes what the authored one does; values both graphs leave non-finite at the same place are
+/// equal.
+pub(crate) fn compare_graph_runs(
     authored: &Graph,
     a: &ReferenceRun,
     fused: &Graph,
@@ -183,7 +169,11 @@ pub struct ReferenceRun {
 
 /// Runs `graph` in the reference interpreter on `checkpoint` over `tokens` (at least
 /// [`MIN_STEPS`]).
-pub fn reference_run(graph: &Graph, checkpoint: &Checkpoint, tokens: &[u32]) -> Result<ReferenceRun, CheckError> {
+pub(crate) fn reference_run(
+    graph: &Graph,
+    checkpoint: &Checkpoint,
+    tokens: &[u32],
+) -> Result<ReferenceRun, CheckError> {
     reference_run_with(graph, checkpoint, tokens, &Decoded::default())
 }
 

@@ -19,7 +19,7 @@ pub enum Place<'p> {
 
 /// The type the numerics store a value written at `place` in; `None` for the position, an
 /// integer.
-pub fn stored_as(numerics: &Numerics, place: Place<'_>) -> Option<Storage> {
+pub(crate) fn stored_as(numerics: &Numerics, place: Place<'_>) -> Option<Storage> {
     match place {
         Place::Buffer | Place::State(StateLayout::ConvWindow { .. }) => Some(numerics.activations),
         Place::State(StateLayout::KvCache { .. }) => Some(numerics.kv_cache),

@@ -6,6 +6,20 @@ use crate::engine::{Numerics, Storage, lower::lower_graph, shim::EngineShim};
 use crate::model::{author::decode_step, presets, random::random_checkpoint};
 use crate::planted::{self, Bug};
 
+/// The shim's judge on one pair of graphs: both run in the reference interpreter on `checkpoint`
+/// over `tokens`, compared by [`compare_graph_runs`].
+fn compare_graphs(
+    authored: &Graph,
+    fused: &Graph,
+    checkpoint: &Checkpoint,
+    tokens: &[u32],
+) -> std::result::Result<Option<Witness>, CheckError> {
+    let decoded = Decoded::default();
+    let a = reference_run_with(authored, checkpoint, tokens, &decoded)?;
+    let f = reference_run_with(fused, checkpoint, tokens, &decoded)?;
+    compare_graph_runs(authored, &a, fused, &f)
+}
+
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 fn verdict(name: &str) -> Result<Verdict> {

@@ -110,7 +110,7 @@ impl Rows<'_> {
     /// magnitudes are given where the row's arithmetic handles terms larger than its values (a
     /// Q4_K or Q5_K row against Q8_K inputs: `|w| + 2·|dmin·min|`, [`q45_k_minimums`]). Rows run on
     /// the machine's threads when the matrix is large.
-    pub fn each_row(
+    pub(crate) fn each_row(
         &self,
         rows: usize,
         f: impl Fn(&[f32], Option<&[f64]>) -> Ball + Sync,

@@ -167,7 +167,7 @@ impl ModelArgs {
     }
 
     /// The source, a preset's matrices stored as `weights`.
-    pub fn source_as(&self, weights: Weights) -> Result<ModelSource, SourceError> {
+    pub(crate) fn source_as(&self, weights: Weights) -> Result<ModelSource, SourceError> {
         match (&self.model, &self.preset) {
             (_, Some(name)) => Ok(ModelSource::preset_as(name, self.seed, weights)),
             (Some(path), None) => ModelSource::from_path(path),
@@ -259,12 +259,12 @@ pub struct VerdictArgs {
 }
 
 /// Reads `--steps`: a count of at most [`MAX_STEPS`].
-pub fn parse_steps(s: &str) -> Result<usize, String> {
+pub(crate) fn parse_steps(s: &str) -> Result<usize, String> {
     limits::parse_count("`--steps`", s, MAX_STEPS)
 }
 
 /// Reads `--tokens`: token ids separated by commas, spaces or both, at most [`MAX_STEPS`] of them.
-pub fn parse_tokens(s: &str) -> Result<Tokens, String> {
+pub(crate) fn parse_tokens(s: &str) -> Result<Tokens, String> {
     let words: Vec<&str> = s.split(|c: char| c == ',' || c.is_whitespace()).filter(|w| !w.is_empty()).collect();
     limits::at_most("`--tokens` (its count)", words.len() as u128, MAX_STEPS as u128).map_err(|e| e.to_string())?;
     if words.is_empty() {
@@ -276,13 +276,13 @@ pub fn parse_tokens(s: &str) -> Result<Tokens, String> {
 }
 
 /// Reads `--weights`: a ggml type a random checkpoint can be made in, by ggml's name in any case.
-pub fn parse_weights(s: &str) -> Result<Weights, String> {
+pub(crate) fn parse_weights(s: &str) -> Result<Weights, String> {
     Weights::parse(s)
         .ok_or_else(|| format!("{s:?} is not a weight type; the types are {}", Weights::names().join(", ")))
 }
 
 /// Reads `--max-gib` (see [`limits::parse_gib`]).
-pub fn parse_gib(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_gib(s: &str) -> Result<f64, String> {
     limits::parse_gib(s)
 }
 
@@ -308,7 +308,7 @@ pub fn check_sizes(cli: &Cli) -> Result<(), MemoryError> {
     }
 }
 
-pub fn parse_numerics(s: &str) -> Result<Numerics, String> {
+pub(crate) fn parse_numerics(s: &str) -> Result<Numerics, String> {
     Numerics::parse(s).ok_or_else(|| {
         format!("{s:?} is not act[/kv[/state[/kquant-inputs]]] of f32, bf16, f16 (kquant-inputs: f32 or q8_k)")
     })

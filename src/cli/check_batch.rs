@@ -30,7 +30,7 @@ use crate::source::ModelSource;
 /// (its line says so; only its proofs are checked) and is not counted as agreeing: a model named
 /// on the command line exits 2, a preset of the default list is left to the summary, as `check`
 /// does; a command that ran no model exits 2.
-pub fn check_batch(a: &CheckArgs, n: usize) -> Result<ExitCode, CliError> {
+pub(crate) fn check_batch(a: &CheckArgs, n: usize) -> Result<ExitCode, CliError> {
     let explicit = !a.models.is_empty() || !a.preset.is_empty();
     let mut sources: Vec<ModelSource> = a.models.iter().map(|p| ModelSource::from_path(p)).collect::<Result<_, _>>()?;
     sources.extend(a.preset.iter().map(|n| ModelSource::preset_as(n, a.seed, a.weights)));

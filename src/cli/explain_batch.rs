@@ -8,7 +8,7 @@ use super::CliError;
 /// `stepcheck explain` of a batched case (`tests/corpus_batch/*.case`): the schedule, the slot plan
 /// (mutated), the table step × slot, the outcome validation and the symbolic run predict, the
 /// proof (the one-sequence step and the slot induction), and the interpreters' verdict. Exits 1 when either differs from the file's `expect`.
-pub fn explain_batch(file: &crate::batch::r#gen::CaseFile) -> Result<ExitCode, CliError> {
+pub(crate) fn explain_batch(file: &crate::batch::r#gen::CaseFile) -> Result<ExitCode, CliError> {
     use crate::batch::r#gen::{expected, judge, pool_of};
     use crate::engine::{Numerics, lower::lower_graph, shim::EngineShim};
     use crate::model::{author::decode_step, presets, random::random_checkpoint};

@@ -2,7 +2,7 @@
 
 /// This process's peak resident set (`VmHWM` of /proc/self/status), in bytes: its own allocations
 /// and the pages of mapped weight files it read. `None` where the kernel does not say (not Linux).
-pub fn peak_rss() -> Option<u64> {
+pub(crate) fn peak_rss() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line["VmHWM:".len()..].split_whitespace().next()?.parse().ok()?;

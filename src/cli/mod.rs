@@ -78,4 +78,4 @@ fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// An error of a command, as the user reads it.
-pub type CliError = Box<dyn std::error::Error>;
+pub(crate) type CliError = Box<dyn std::error::Error>;

@@ -13,7 +13,7 @@ use crate::prove::{ProofVerdict, prove};
 
 /// Authors, fuses and lowers the model, then proves the program; exit 0 when proved, 1 when
 /// refuted or inconclusive (or the lowering refuses).
-pub fn prove_cmd(a: ProveArgs) -> Result<ExitCode, CliError> {
+pub(crate) fn prove_cmd(a: ProveArgs) -> Result<ExitCode, CliError> {
     let mut spec = a.model.source()?.spec()?;
     if let Some(n) = a.layers {
         spec.layers = ModelSpec::every_nth_attention(n, a.interval);

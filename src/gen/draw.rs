@@ -38,7 +38,7 @@ impl<'a> Draw<'a> {
     }
 
     /// True with probability `k/256` (never past the end).
-    pub fn chance(&mut self, k: u8) -> bool {
+    pub(crate) fn chance(&mut self, k: u8) -> bool {
         self.byte() >= 255 - k.saturating_sub(1) && k > 0
     }
 
@@ -50,11 +50,6 @@ impl<'a> Draw<'a> {
     /// A 64-bit number from the next eight bytes.
     pub fn u64(&mut self) -> u64 {
         (0..8).fold(0u64, |x, _| x << 8 | u64::from(self.byte()))
-    }
-
-    /// Whether every byte has been read.
-    pub fn exhausted(&self) -> bool {
-        self.at >= self.bytes.len()
     }
 }
 
@@ -90,7 +85,6 @@ mod tests {
     fn past_the_end_every_choice_is_the_first() {
         let mut d = Draw::new(&[]);
         assert_eq!((d.byte(), d.below(7), d.range(3, 9), d.chance(200), d.u64()), (0, 0, 3, false, 0));
-        assert!(d.exhausted());
     }
 
     #[test]

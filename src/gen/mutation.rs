@@ -418,7 +418,7 @@ impl Mutation {
     /// The expected outcome combined with a case whose unmutated outcome is `base`: a dropped op
     /// makes any graph invalid, and a reordered step keeps its outcome; any other mutation is
     /// judged on a graph the engine otherwise accepts, so `None` (no expectation) on any other base.
-    pub fn expected_on(&self, base: &Outcome) -> Option<Expected> {
+    pub(crate) fn expected_on(&self, base: &Outcome) -> Option<Expected> {
         match (self, base) {
             (Mutation::Drop { .. }, _) => Some(self.expected()),
             (Mutation::Reorder { .. }, b) => Some(Expected::exactly(b)),
@@ -570,7 +570,7 @@ impl<'a> Basis<'a> {
     }
 
     /// The step as the engine's default shim leaves it, if a draw needed it.
-    pub fn into_fused(self) -> Option<Graph> {
+    pub(crate) fn into_fused(self) -> Option<Graph> {
         self.fused.into_inner()
     }
 

@@ -7,7 +7,7 @@
 //! error: the `LowerError` variant and its place (block and layer) must be one the case allows
 //! ([`super::Case::expected`]). For every case with a spec, accepted or refused, the graph the shim
 //! was given and the graph it made run in the reference interpreter and must agree exactly
-//! ([`crate::check::compare_graphs`]): a shim that mis-fuses is a failure with its witness. The
+//! ([`crate::check::compare_graph_runs`]): a shim that mis-fuses is a failure with its witness. The
 //! one exception: a proved program whose proof covers both stages is first compared end to end,
 //! with the graph the shim was given, and agreement there is its verdict; anything else is judged
 //! stage by stage ([`proves_every_stage`]). A comparison that concludes nothing is counted as
@@ -40,7 +40,7 @@ pub struct Trace {
     pub fused: Rc<Graph>,
     /// The graph the shim was given (the authored step or the case's graph, mutated when the
     /// mutation is of the authored graph) and what the shim made of it, before any mutation of
-    /// the fused graph: the pair [`crate::check::compare_graphs`] judges.
+    /// the fused graph: the pair [`crate::check::compare_graph_runs`] judges.
     pub shim: (Rc<Graph>, Rc<Graph>),
     pub lowered: Result<Program, LowerError>,
 }

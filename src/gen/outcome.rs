@@ -245,7 +245,7 @@ impl Expected {
     }
 
     /// Refused with one of `variants` in `span`.
-    pub fn one_of(variants: &[&'static str], span: Span) -> Expected {
+    pub(crate) fn one_of(variants: &[&'static str], span: Span) -> Expected {
         Expected { allowed: vec![Allowed::Refused { variants: variants.to_vec(), span }] }
     }
 

@@ -28,7 +28,7 @@ pub fn split(name: &str) -> (Option<usize>, &str) {
 }
 
 /// The block of the op that writes the tensor named `name`, by the author's names.
-pub fn place_of_output(spec: &ModelSpec, name: &str) -> Option<Place> {
+pub(crate) fn place_of_output(spec: &ModelSpec, name: &str) -> Option<Place> {
     let (layer, role) = split(name);
     let Some(l) = layer else {
         return Some(Place::step(match role {
@@ -51,7 +51,7 @@ pub fn place_of_output(spec: &ModelSpec, name: &str) -> Option<Place> {
 }
 
 /// The block of a layer's mixer.
-pub fn mixer_block(m: Mixer) -> BlockKind {
+pub(crate) fn mixer_block(m: Mixer) -> BlockKind {
     match m {
         Mixer::DeltaNet => BlockKind::DeltaNet,
         Mixer::Attention => BlockKind::Attention,
@@ -59,7 +59,7 @@ pub fn mixer_block(m: Mixer) -> BlockKind {
 }
 
 /// The block of op `op` of `graph`: that of the first tensor it writes.
-pub fn place_of_op(spec: &ModelSpec, graph: &Graph, op: usize) -> Option<Place> {
+pub(crate) fn place_of_op(spec: &ModelSpec, graph: &Graph, op: usize) -> Option<Place> {
     let t = *graph.ops.get(op)?.outputs.first()?;
     place_of_output(spec, graph.name_of(t))
 }
@@ -67,7 +67,7 @@ pub fn place_of_op(spec: &ModelSpec, graph: &Graph, op: usize) -> Option<Place> 
 /// The block where tensor `t` is first met in reading order: its writer's block for an op's
 /// output; the block of its first reader for a constant or a state read; the embedding for the
 /// token.
-pub fn place_of_tensor(spec: &ModelSpec, graph: &Graph, t: TensorId) -> Option<Place> {
+pub(crate) fn place_of_tensor(spec: &ModelSpec, graph: &Graph, t: TensorId) -> Option<Place> {
     match graph.defs().get(t.0).copied().flatten()? {
         Def::Op(i, _) => place_of_op(spec, graph, i),
         Def::Token => Some(Place::step(BlockKind::Embedding)),

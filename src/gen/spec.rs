@@ -248,7 +248,7 @@ pub fn construct_names(spec: &ModelSpec) -> Vec<String> {
 /// ungated block reads no fused symbol. A Gated-DeltaNet block reads all four. The FFN: experts in
 /// the layer (`Experts`), then a shape other than SwiGLU (`NotSwiGlu`), then `glu_act_mul` for the
 /// SwiGLU product (`Unfused`).
-pub fn spec_outcome(spec: &ModelSpec, without: Option<Symbol>, numerics: Numerics) -> Outcome {
+pub(crate) fn spec_outcome(spec: &ModelSpec, without: Option<Symbol>, numerics: Numerics) -> Outcome {
     if numerics.recurrent_state != Storage::F32 {
         return Outcome::nowhere("RecurrentStateBelowF32");
     }

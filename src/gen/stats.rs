@@ -73,7 +73,7 @@ impl Stats {
     }
 
     /// How many cases were refused, in all.
-    pub fn refused_total(&self) -> u64 {
+    pub(crate) fn refused_total(&self) -> u64 {
         self.refused.values().sum()
     }
 }

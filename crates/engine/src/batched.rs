@@ -215,8 +215,8 @@ impl Matmat<'_> {
 mod tests {
     use super::*;
     use lower::{lower_graph, shim::EngineShim};
-    use program::Numerics;
     use model::{author::decode_step, presets, random::random_checkpoint};
+    use program::Numerics;
 
     /// The tiny and small presets' programs (f32 and bf16 storage) and random checkpoints.
     fn programs() -> Vec<(String, program::Program, formats::checkpoint::Checkpoint)> {

@@ -65,7 +65,7 @@ pub fn matvec_vs_stream(w: &[f32], count: usize, x: &[f32], threads: usize, runs
 /// `Σ` of `bytes` read as little-endian u64 words (wrapping), with 8 independent accumulators, on
 /// this thread: the cost of streaming a stored matrix once, whatever its type. A tail of fewer than
 /// 8 bytes is left out.
-pub fn sum_bytes(bytes: &[u8]) -> u64 {
+pub(crate) fn sum_bytes(bytes: &[u8]) -> u64 {
     let mut acc = [0u64; 8];
     let (words, _) = bytes.as_chunks::<64>();
     for w in words {

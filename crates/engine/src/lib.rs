@@ -31,9 +31,9 @@ pub use error::RunError;
 pub use real::{Keep, Real, Rounding};
 pub use state::{EngineState, StateData, StateValue};
 
-use program::{Buf, Program, StateRef};
 use formats::checkpoint::Checkpoint;
 use plan::{Plan, Unit};
+use program::{Buf, Program, StateRef};
 use state::{Slot, Store};
 use units::DeltaInputs;
 

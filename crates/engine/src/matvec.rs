@@ -9,7 +9,7 @@ use std::thread;
 use super::real::Real;
 
 /// The independent accumulators of a dot product.
-pub const LANES: usize = 16;
+pub(crate) const LANES: usize = 16;
 
 /// A matrix with at least this many values is split over threads.
 pub const PARALLEL_VALUES: usize = 1 << 20;
@@ -69,7 +69,7 @@ pub fn matvec<R: Real>(w: &[f32], x: &[R], out: &mut [R]) {
 
 /// `out = w · x` as [`matvec`], with the rows split over up to `threads` threads when `w` holds at
 /// least [`PARALLEL_VALUES`] values.
-pub fn par_matvec<R: Real>(w: &[f32], x: &[R], out: &mut [R], threads: usize) {
+pub(crate) fn par_matvec<R: Real>(w: &[f32], x: &[R], out: &mut [R], threads: usize) {
     let rows = out.len();
     if threads <= 1 || w.len() < PARALLEL_VALUES || rows < 2 || x.is_empty() {
         return matvec(w, x, out);

@@ -12,9 +12,9 @@ use super::kernels::Matrix;
 use super::real::{Keep, Real, Rounding};
 use super::state::{ConvWindow, DeltaState, KvCache, Slot, Store};
 use super::units::AttentionShape;
+use formats::checkpoint::{Checkpoint, Tensor};
 use program::numerics::KquantInputs;
 use program::{Buf, Command, Program, StateLayout, StateRef};
-use formats::checkpoint::{Checkpoint, Tensor};
 
 /// A command resolved: buffer indices, typed state indices, borrowed weights and its scratch.
 #[derive(Clone)]

@@ -3,9 +3,9 @@
 
 use crate::{EngineRunner, EngineState, Rounding, StateValue};
 use lower::{lower_graph, shim::EngineShim};
-use program::Numerics;
 use model::{author::decode_step, presets, random::random_checkpoint};
 use planted::{self, Bug};
+use program::Numerics;
 
 pub(super) type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 

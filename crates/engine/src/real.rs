@@ -209,7 +209,7 @@ impl Keep {
     }
 
     /// Every value of `out` as it is kept.
-    pub fn keep_all<R: Real>(self, out: &mut [R]) {
+    pub(crate) fn keep_all<R: Real>(self, out: &mut [R]) {
         if self.rounding == Rounding::Exact || self.storage == Storage::F32 {
             return;
         }

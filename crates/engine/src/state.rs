@@ -233,7 +233,7 @@ impl<R: Real> Store<R> {
 
     /// This store made a copy of `other`, into its own buffers where the layouts agree (a
     /// snapshot taken every step then allocates nothing).
-    pub fn copy_from(&mut self, other: &Store<R>) {
+    pub(crate) fn copy_from(&mut self, other: &Store<R>) {
         if !self.same_layout(other) {
             *self = other.clone();
             return;
@@ -254,7 +254,7 @@ impl<R: Real> Store<R> {
     }
 
     /// Whether `other` has this store's states, in its order, with its dims and storages.
-    pub fn same_layout(&self, other: &Store<R>) -> bool {
+    pub(crate) fn same_layout(&self, other: &Store<R>) -> bool {
         let conv = |a: &ConvWindow<R>, b: &ConvWindow<R>| {
             (a.channels, a.taps, a.keep.storage, a.values.len()) == (b.channels, b.taps, b.keep.storage, b.values.len())
         };

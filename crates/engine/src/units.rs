@@ -13,8 +13,8 @@ use super::kernels::Matrix;
 use super::matvec::{PARALLEL_VALUES, dot};
 use super::real::{Keep, Real};
 use super::state::{ConvWindow, DeltaState, KvCache};
-use program::numerics::KquantInputs;
 use formats::scalar;
+use program::numerics::KquantInputs;
 
 /// The l2 norm's epsilon, inside the square root on the sum of squares.
 pub const L2_EPS: f64 = 1e-6;
@@ -41,7 +41,7 @@ pub fn embed<R: Real>(table: &Matrix, token: usize, row: &mut [f32], out: &mut [
 /// [`PARALLEL_VALUES`] values. It is [`Real::matvec`] for every arithmetic but the engine's own.
 /// A matrix that reads its input quantized to Q8_K ([`Matrix::quantizes_inputs`]) reads
 /// [`q8k_values`] of `x`.
-pub fn rows_matvec<R: Real>(m: &Matrix, x: &[R], out: &mut [R], threads: usize) {
+pub(crate) fn rows_matvec<R: Real>(m: &Matrix, x: &[R], out: &mut [R], threads: usize) {
     if m.quantizes_inputs() {
         let quantized = q8k_values(x);
         return rows_matvec(&m.with_inputs(KquantInputs::F32), &quantized, out, threads);
@@ -121,7 +121,7 @@ fn l2_norm<R: Real>(x: &[R], scale: R, out: &mut [R]) {
 }
 
 /// `out = weight · x` (rows over `threads`).
-pub fn mat_vec<R: Real>(weight: &Matrix, x: &[R], out: &mut [R], threads: usize) {
+pub(crate) fn mat_vec<R: Real>(weight: &Matrix, x: &[R], out: &mut [R], threads: usize) {
     R::matvec(weight, x, out, threads);
 }
 
@@ -148,7 +148,7 @@ pub fn merged_head_halves<R: Real>(
 
 /// Row `r` of `rows` to head `r / (2·head_dim)`, half `(r / head_dim) % 2` (`first` or `second`),
 /// index `r % head_dim`.
-pub fn split_head_halves<R: Real>(head_dim: usize, rows: &[R], first: &mut [R], second: &mut [R]) {
+pub(crate) fn split_head_halves<R: Real>(head_dim: usize, rows: &[R], first: &mut [R], second: &mut [R]) {
     for (r, &value) in rows.iter().enumerate() {
         let (head, half, i) = (r / (2 * head_dim), (r / head_dim) % 2, r % head_dim);
         let to = if half == 0 { &mut *first } else { &mut *second };
@@ -190,7 +190,7 @@ pub fn gates<R: Real>(b: &[R], a: &[R], decay: &[f32], dt_bias: &[f32], beta: &m
 }
 
 /// The delta rule's inputs for one step.
-pub struct DeltaInputs<'a, R> {
+pub(crate) struct DeltaInputs<'a, R> {
     pub q: &'a [R],
     pub k: &'a [R],
     pub v: &'a [R],
@@ -285,7 +285,7 @@ pub fn rope<R: Real>(u: &mut [R], cos: &[R], sin: &[R]) {
 
 /// The attention unit's shape and constants.
 #[derive(Clone)]
-pub struct AttentionShape<R> {
+pub(crate) struct AttentionShape<R> {
     pub heads: usize,
     pub kv_heads: usize,
     pub head_dim: usize,
@@ -305,7 +305,7 @@ fn prepare_head<R: Real>(u: &[R], norm: Option<&[f32]>, eps: R, cos: &[R], sin: 
 /// The attention unit's first half, once for the keys and once for the values: per KV head of `x`,
 /// the head RMS-normed by `norm` (when given) and RoPE'd by `rope` (the values: neither), written to
 /// `cache` at `position`. `head` is scratch of `head_dim` values.
-pub fn attention_append<R: Real>(
+pub(crate) fn attention_append<R: Real>(
     shape: &AttentionShape<R>,
     x: &[R],
     norm: Option<&[f32]>,
@@ -324,7 +324,7 @@ pub fn attention_append<R: Real>(
 /// `scale` over positions `0..=position` of KV head `h / (heads / kv_heads)`. `head` is scratch of
 /// `head_dim` values and `scores` of at least `position + 1`.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_read<R: Real>(
+pub(crate) fn attention_read<R: Real>(
     shape: &AttentionShape<R>,
     q: &[R],
     q_norm: Option<&[f32]>,
@@ -437,9 +437,9 @@ mod tests {
         // plant, asked for on the thread that runs the unit, is carried to it.
         use crate::{BatchRow, EngineRunner};
         use lower::{lower_graph, shim::EngineShim};
-    use program::Numerics;
         use model::{author::decode_step, presets, random::random_checkpoint};
         use planted;
+        use program::Numerics;
         let spec = presets::preset("tiny").ok_or("no such preset")?;
         let graph = EngineShim::default().prepare(&decode_step(&spec)?);
         let program = lower_graph(&graph, Numerics::F32)?;

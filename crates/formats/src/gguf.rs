@@ -23,27 +23,27 @@ use memmap2::Mmap;
 use super::quants::{self, QuantError, iq4, kquants, legacy};
 
 /// The first four bytes of every GGUF file.
-pub const MAGIC: [u8; 4] = *b"GGUF";
+pub(crate) const MAGIC: [u8; 4] = *b"GGUF";
 /// The alignment of tensor data when `general.alignment` does not say otherwise.
-pub const DEFAULT_ALIGNMENT: u64 = 32;
+pub(crate) const DEFAULT_ALIGNMENT: u64 = 32;
 /// The largest `general.alignment` accepted (it must also be a power of two).
-pub const MAX_ALIGNMENT: u64 = 1 << 20;
+pub(crate) const MAX_ALIGNMENT: u64 = 1 << 20;
 /// The longest metadata key or tensor name, in bytes (GGUF's own limit on keys).
-pub const MAX_NAME_LEN: u64 = 65_535;
+pub(crate) const MAX_NAME_LEN: u64 = 65_535;
 /// The longest string value, in bytes.
-pub const MAX_STRING_LEN: u64 = 1 << 26;
+pub(crate) const MAX_STRING_LEN: u64 = 1 << 26;
 /// The most elements one array value may hold.
-pub const MAX_ARRAY_LEN: u64 = 1 << 26;
+pub(crate) const MAX_ARRAY_LEN: u64 = 1 << 26;
 /// How deep arrays may nest: an array value is depth 1, an array inside it depth 2.
 pub const MAX_ARRAY_DEPTH: usize = 8;
 /// The most tensors a file may list.
-pub const MAX_TENSORS: u64 = 1 << 20;
+pub(crate) const MAX_TENSORS: u64 = 1 << 20;
 /// The most metadata entries a file may hold.
-pub const MAX_KVS: u64 = 1 << 20;
+pub(crate) const MAX_KVS: u64 = 1 << 20;
 /// The most dims a tensor may have (ggml's `GGML_MAX_DIMS`).
-pub const MAX_DIMS: u32 = 4;
+pub(crate) const MAX_DIMS: u32 = 4;
 /// The key whose value sets the alignment of tensor data.
-pub const ALIGNMENT_KEY: &str = "general.alignment";
+pub(crate) const ALIGNMENT_KEY: &str = "general.alignment";
 
 /// The fewest bytes a metadata entry takes: an empty key's length, a type and a one-byte value.
 const MIN_KV_BYTES: u64 = 8 + 4 + 1;
@@ -212,8 +212,8 @@ pub mod value_type {
     pub const I32: u32 = 5;
     pub const F32: u32 = 6;
     pub const BOOL: u32 = 7;
-    pub const STRING: u32 = 8;
-    pub const ARRAY: u32 = 9;
+    pub(crate) const STRING: u32 = 8;
+    pub(crate) const ARRAY: u32 = 9;
     pub const U64: u32 = 10;
     pub const I64: u32 = 11;
     pub const F64: u32 = 12;
@@ -373,7 +373,7 @@ impl Array {
     }
 
     /// The GGUF name of its elements' type.
-    pub fn elem_type_name(&self) -> &'static str {
+    pub(crate) fn elem_type_name(&self) -> &'static str {
         value_type::name(self.elem_type_id()).unwrap_or("?")
     }
 
@@ -409,7 +409,7 @@ pub struct GgmlType(pub u32);
 
 /// Decodes a run of whole blocks of one ggml type to f32; bytes that end inside a block are an
 /// error.
-pub type Decoder = fn(&[u8]) -> Result<Vec<f32>, QuantError>;
+pub(crate) type Decoder = fn(&[u8]) -> Result<Vec<f32>, QuantError>;
 
 /// ggml's tensor types: id, name, values per block, bytes per block.
 const GGML_TYPES: [(u32, &str, u64, u64); 32] = [

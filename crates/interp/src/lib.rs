@@ -13,9 +13,9 @@
 mod ops;
 mod values;
 
-use ir::{Graph, GraphError, StateKind, Ty};
 use formats::bind::{self, BindError};
 use formats::checkpoint::Checkpoint;
+use ir::{Graph, GraphError, StateKind, Ty};
 pub use values::Decoded;
 use values::{ConstView, Fault, Value};
 

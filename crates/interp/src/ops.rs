@@ -10,9 +10,9 @@ use ndarray::{
 use smallvec::{SmallVec, smallvec};
 
 use super::values::{ConstView, Fault, Value, surprise};
+use formats::scalar;
 use fuse::{Slot, meaning};
 use ir::{Act, Fused, HeadMap, OpKind, RopeStyle};
-use formats::scalar;
 
 /// The values an op writes: one or two but for a fused op's few, kept inline.
 pub(crate) type Values<'c> = SmallVec<[Value<'c>; 2]>;

@@ -6,9 +6,9 @@ use std::rc::Rc;
 
 use ndarray::{Array3, ArrayD, IxDyn};
 
+use formats::checkpoint::Tensor;
 use ir::Ty;
 use ir::View;
-use formats::checkpoint::Tensor;
 
 /// Why an op could not run on the values it was given.
 #[derive(Clone, Debug, PartialEq)]
@@ -127,7 +127,7 @@ type Values = Rc<(Vec<f32>, ArrayD<f64>)>;
 type ByView<'c> = foldhash::HashMap<(usize, View), (&'c Tensor, Values)>;
 
 /// The most values a constant may have to be decoded once and kept (256 KiB of f32 values).
-pub const SMALL_VALUES: usize = 1 << 16;
+pub(crate) const SMALL_VALUES: usize = 1 << 16;
 
 /// The small constants of one checkpoint decoded once for every runner that reads them (the
 /// authored and the fused graph of a case bind the same tensors): each view of a tensor's values,
@@ -210,7 +210,7 @@ impl<'c> ConstView<'c> {
 
     /// The whole view as an f64 array: for the small constants (norms, biases, conv weights) the
     /// ops read whole; a matrix is read by rows.
-    pub fn to_array(&self) -> Result<Cow<'_, ArrayD<f64>>, Fault> {
+    pub(crate) fn to_array(&self) -> Result<Cow<'_, ArrayD<f64>>, Fault> {
         if let Some(d) = &self.decoded {
             return Ok(Cow::Borrowed(&d.1));
         }

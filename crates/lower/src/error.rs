@@ -2,9 +2,9 @@
 
 use std::fmt;
 
-use program::numerics::Storage;
-use program::BlockKind;
 use ir::GraphError;
+use program::BlockKind;
+use program::numerics::Storage;
 
 /// Where in the step the lowering was: the block it was reading, the layer, and the graph op (by
 /// index in the graph's op list) when one is at fault.

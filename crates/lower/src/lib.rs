@@ -13,8 +13,8 @@ mod error;
 mod pattern;
 mod refusals;
 mod scan;
-mod templates;
 pub mod shim;
+mod templates;
 
 use foldhash::HashMap;
 
@@ -23,12 +23,12 @@ use pattern::{Found, Matcher, Pick, Template};
 pub use scan::refusals_in_order;
 use templates as t;
 
+use formats::bind::View;
+use fuse::Uses;
+use ir::{Act, Fused, Graph, HeadMap, OpKind, RopeStyle, StateKind, TensorId, Ty};
 use program::numerics::{Numerics, Storage};
 use program::{Block, BlockKind, Buf, Buffer, Command, Program, Rope, StateBuffer, StateLayout, StateRef};
 use shim::EngineShim;
-use fuse::Uses;
-use ir::{Act, Fused, Graph, HeadMap, OpKind, RopeStyle, StateKind, TensorId, Ty};
-use formats::bind::View;
 
 /// The program of `graph`, the step a spec authors as the engine's shim leaves it, at `numerics`.
 pub fn lower_graph(graph: &Graph, numerics: Numerics) -> Result<Program, LowerError> {
@@ -131,11 +131,7 @@ impl Lowering<'_> {
         let h = f.var("h");
         first(refusals::scaled_embedding(&self.m, h, at))?;
         let out = self.buf(h);
-        self.block(
-            BlockKind::Embedding,
-            None,
-            vec![Command::Embed { table: formats::names::TOKEN_EMBD.into(), out }],
-        );
+        self.block(BlockKind::Embedding, None, vec![Command::Embed { table: formats::names::TOKEN_EMBD.into(), out }]);
         Ok(h)
     }
 
@@ -384,8 +380,7 @@ impl Lowering<'_> {
             let (x, gate) = (b(self, "of"), b(self, "gate"));
             // The planted lowering half of a prover bug: the gate's operands swapped.
             #[cfg(any(test, feature = "planted"))]
-            let (x, gate) =
-                if planted::is(planted::Bug::ProverMatchesSwappedGate) { (gate, x) } else { (x, gate) };
+            let (x, gate) = if planted::is(planted::Bug::ProverMatchesSwappedGate) { (gate, x) } else { (x, gate) };
             commands.push(Command::SigmoidGate { x, gate, out: b(self, "og") });
             "og"
         } else {

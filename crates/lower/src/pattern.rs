@@ -11,10 +11,10 @@ use foldhash::HashMap;
 
 use super::error::{LowerError, Site};
 use crate::shim::EngineShim;
-use fuse::{Symbol, Uses, merged_views_precondition};
-use ir::{Def, Graph, Op, StateKind, TensorId};
 use formats::bind::View;
 use formats::names;
+use fuse::{Symbol, Uses, merged_views_precondition};
+use ir::{Def, Graph, Op, StateKind, TensorId};
 
 /// An operand of a template op.
 #[derive(Clone, Copy, Debug)]
@@ -35,7 +35,7 @@ pub enum Operand {
 
 /// The view a template expects of a constant.
 #[derive(Clone, Copy, Debug)]
-pub enum ViewPat {
+pub(crate) enum ViewPat {
     Whole,
     /// The `n`th of row ranges that follow one another from row 0 (within one op's operands).
     Rows(usize),
@@ -45,7 +45,7 @@ pub enum ViewPat {
 
 /// A template op: what it is (for errors), its kind's name, its operands and what it writes.
 #[derive(Clone, Copy, Debug)]
-pub struct Pat {
+pub(crate) struct Pat {
     pub what: &'static str,
     pub kind: &'static str,
     pub ins: &'static [Operand],
@@ -54,7 +54,7 @@ pub struct Pat {
 
 /// A block template: its ops, the state each state-writing name must be, and the names the next
 /// blocks read.
-pub struct Template {
+pub(crate) struct Template {
     pub pats: &'static [Pat],
     pub writes: &'static [(StateKind, &'static str)],
     pub exports: &'static [&'static str],
@@ -77,7 +77,7 @@ impl Found {
 pub type Pick = fn(&Op, &Graph, &HashMap<&'static str, TensorId>) -> bool;
 
 /// Finds blocks in one graph, claiming each op at most once.
-pub struct Matcher<'g> {
+pub(crate) struct Matcher<'g> {
     pub graph: &'g Graph,
     pub uses: &'g Uses,
     pub shim: &'g EngineShim,
@@ -423,7 +423,7 @@ impl<'g> Matcher<'g> {
     }
 
     /// A constant as `%name = tensor view`, or a tensor as `%name`.
-    pub fn describe_operand(&self, t: TensorId) -> String {
+    pub(crate) fn describe_operand(&self, t: TensorId) -> String {
         match self.binding(t) {
             Some(b) => format!("%{} = {b}", self.name(t)),
             None => format!("%{}", self.name(t)),
@@ -431,7 +431,7 @@ impl<'g> Matcher<'g> {
     }
 
     /// Ops as `op N (kind …)`, for errors.
-    pub fn describe_all(&self, ops: &[usize]) -> Vec<String> {
+    pub(crate) fn describe_all(&self, ops: &[usize]) -> Vec<String> {
         ops.iter().map(|&r| self.describe(r)).collect()
     }
 

@@ -12,7 +12,7 @@ use ir::{Act, Fused, Graph, OpKind, RopeStyle, TensorId};
 
 /// The ops of a block's region: those reachable from `from` through unclaimed ops, not passing the
 /// ops that read the layer's residual `residual` (its add), with their index, in op order.
-pub fn region(m: &Matcher, from: TensorId, residual: TensorId) -> Vec<usize> {
+pub(crate) fn region(m: &Matcher, from: TensorId, residual: TensorId) -> Vec<usize> {
     let mut seen = vec![false; m.graph.ops.len()];
     let mut stack = vec![from];
     let mut out = vec![];
@@ -36,7 +36,7 @@ fn at_op(at: Site, op: usize) -> Site {
 }
 
 /// A scale of the embedding before the first layer reads it.
-pub fn scaled_embedding(m: &Matcher, h: TensorId, at: Site) -> Vec<LowerError> {
+pub(crate) fn scaled_embedding(m: &Matcher, h: TensorId, at: Site) -> Vec<LowerError> {
     (m.uses.readers(h).iter())
         .filter_map(|&r| match m.graph.ops[r].kind {
             OpKind::Scale { factor } => Some(LowerError::ScaledEmbedding { at: at_op(at, r), factor }),
@@ -47,7 +47,7 @@ pub fn scaled_embedding(m: &Matcher, h: TensorId, at: Site) -> Vec<LowerError> {
 
 /// A layer whose residual feeds its mixer directly and whose mixer's output is normed before its
 /// add: a post-norm layer (OLMo 2).
-pub fn missing_pre_norm(m: &Matcher, h: TensorId, at: Site) -> Vec<LowerError> {
+pub(crate) fn missing_pre_norm(m: &Matcher, h: TensorId, at: Site) -> Vec<LowerError> {
     let readers = m.uses.readers(h);
     let normed = readers.iter().any(|&r| matches!(m.graph.ops[r].kind, OpKind::RmsNorm { .. }));
     match readers.iter().find(|&&r| matches!(m.graph.ops[r].kind, OpKind::MatVec | OpKind::Fused(_))) {
@@ -57,7 +57,7 @@ pub fn missing_pre_norm(m: &Matcher, h: TensorId, at: Site) -> Vec<LowerError> {
 }
 
 /// A norm of a block's output `y` before its residual add.
-pub fn norm_after(m: &Matcher, y: TensorId, at: Site) -> Vec<LowerError> {
+pub(crate) fn norm_after(m: &Matcher, y: TensorId, at: Site) -> Vec<LowerError> {
     (m.uses.readers(y).iter())
         .find(|&&r| is_norm(&m.graph.ops[r].kind))
         .map(|&r| LowerError::NormAfterMixer { at: at_op(at, r) })
@@ -65,7 +65,7 @@ pub fn norm_after(m: &Matcher, y: TensorId, at: Site) -> Vec<LowerError> {
         .collect()
 }
 
-pub fn is_norm(kind: &OpKind) -> bool {
+pub(crate) fn is_norm(kind: &OpKind) -> bool {
     matches!(kind, OpKind::RmsNorm { .. } | OpKind::LayerNorm { .. })
 }
 
@@ -160,7 +160,7 @@ pub fn experts(m: &Matcher, ops: &[usize], at: Site) -> Vec<LowerError> {
 /// input, or an activation other than SiLU, a clamp, an offset or a scale on the way. In a mixture
 /// of experts (`experts`), whose router reads the input too and may weigh by sigmoids and scales,
 /// only a clamp, an offset or an activation other than SiLU and sigmoid marks the experts' FFN.
-pub fn ffn_shape(m: &Matcher, x: TensorId, ops: &[usize], experts: bool, at: Site) -> Vec<LowerError> {
+pub(crate) fn ffn_shape(m: &Matcher, x: TensorId, ops: &[usize], experts: bool, at: Site) -> Vec<LowerError> {
     let projections = m.uses.readers(x).iter().filter(|&&r| m.graph.ops[r].kind == OpKind::MatVec).count();
     if projections != 2 && !experts {
         let found = format!("{projections} projections of its input, not a gate and an up projection");

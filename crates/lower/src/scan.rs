@@ -11,11 +11,11 @@
 use super::error::LowerError;
 use super::pattern::Matcher;
 use super::{refusals, site};
-use program::numerics::{Numerics, Storage};
-use program::BlockKind;
 use crate::shim::EngineShim;
 use fuse::Uses;
 use ir::{Graph, OpKind, StateKind, TensorId};
+use program::BlockKind;
+use program::numerics::{Numerics, Storage};
 
 /// Every construct of `graph` the engine has no unit for, at `numerics`, in reading order: the
 /// embedding, then per layer its mixer norm, mixer, mixer add, FFN and FFN add. A recurrent state

@@ -3,8 +3,8 @@
 use super::pattern::Operand::{Global, Position, State, Token, Var, Weight};
 use super::pattern::ViewPat::{Half, Rows, Whole};
 use super::pattern::{Pat, Template};
-use ir::StateKind;
 use formats::names::{self, layer as n};
+use ir::StateKind;
 
 const fn pat(
     what: &'static str,
@@ -16,21 +16,21 @@ const fn pat(
 }
 
 /// The embedding: a row of the table.
-pub const EMBEDDING: Template = Template {
+pub(crate) const EMBEDDING: Template = Template {
     pats: &[pat("the embedding", "embed", &[Global(&[names::TOKEN_EMBD]), Token], &["h"])],
     writes: &[],
     exports: &["h"],
 };
 
 /// A layer's pre-mixer norm.
-pub const MIXER_NORM: Template = Template {
+pub(crate) const MIXER_NORM: Template = Template {
     pats: &[pat("the mixer norm", "rms_norm", &[Var("h"), Weight(n::ATTN_NORM, Whole)], &["x"])],
     writes: &[],
     exports: &["x"],
 };
 
 /// A Gated-DeltaNet block, from the norm's output to the output projection.
-pub const DELTA_NET: Template = Template {
+pub(crate) const DELTA_NET: Template = Template {
     pats: &[
         pat(
             "the query/key/value projection",
@@ -77,15 +77,15 @@ pub const DELTA_NET: Template = Template {
 
 /// Indexes of the Gated-DeltaNet template's ops that the builder reads attributes of.
 pub mod dn {
-    pub const Q_SLICE: usize = 7;
-    pub const K_SLICE: usize = 8;
-    pub const V_SLICE: usize = 9;
-    pub const Q_NORM: usize = 14;
-    pub const Q_SCALE: usize = 15;
-    pub const K_NORM: usize = 16;
-    pub const DELTA: usize = 17;
-    pub const NORM: usize = 18;
-    pub const GATE: usize = 20;
+    pub(crate) const Q_SLICE: usize = 7;
+    pub(crate) const K_SLICE: usize = 8;
+    pub(crate) const V_SLICE: usize = 9;
+    pub(crate) const Q_NORM: usize = 14;
+    pub(crate) const Q_SCALE: usize = 15;
+    pub(crate) const K_NORM: usize = 16;
+    pub(crate) const DELTA: usize = 17;
+    pub(crate) const NORM: usize = 18;
+    pub(crate) const GATE: usize = 20;
 }
 
 // The ops of the attention blocks, from the norm's output to the output projection.
@@ -119,7 +119,7 @@ const CACHE_WRITES: &[(StateKind, &str)] = &[(StateKind::KeyCache, "kcache"), (S
 
 /// An attention block with a per-head sigmoid output gate (its queries and gate read as the two
 /// halves of each head of `attn_q`) and per-head q/k norms: Qwen3.5's.
-pub const ATTENTION_GATED_QK_NORM: Template = Template {
+pub(crate) const ATTENTION_GATED_QK_NORM: Template = Template {
     pats: &[
         Q_AND_GATE,
         K_PROJ,
@@ -143,7 +143,7 @@ pub const ATTENTION_GATED_QK_NORM: Template = Template {
 };
 
 /// An attention block with the output gate and without q/k norms.
-pub const ATTENTION_GATED: Template = Template {
+pub(crate) const ATTENTION_GATED: Template = Template {
     pats: &[
         Q_AND_GATE, K_PROJ, V_PROJ, Q_HEADS, K_HEADS, V_HEADS, Q_ROPE, K_ROPE, K_APPEND, V_APPEND, ATTEND, FLAT, GATE,
         OUT_GATED,
@@ -153,7 +153,7 @@ pub const ATTENTION_GATED: Template = Template {
 };
 
 /// An attention block without the output gate, with per-head q/k norms: Qwen3's.
-pub const ATTENTION_QK_NORM: Template = Template {
+pub(crate) const ATTENTION_QK_NORM: Template = Template {
     pats: &[
         Q_PROJ,
         K_PROJ,
@@ -176,7 +176,7 @@ pub const ATTENTION_QK_NORM: Template = Template {
 };
 
 /// An attention block without the output gate and without q/k norms: Llama's.
-pub const ATTENTION_PLAIN: Template = Template {
+pub(crate) const ATTENTION_PLAIN: Template = Template {
     pats: &[Q_PROJ, K_PROJ, V_PROJ, Q_HEADS, K_HEADS, V_HEADS, Q_ROPE, K_ROPE, K_APPEND, V_APPEND, ATTEND, FLAT, OUT],
     writes: CACHE_WRITES,
     exports: &["y"],
@@ -193,7 +193,7 @@ pub fn attention(gated: bool, qk_norm: bool) -> &'static Template {
 }
 
 /// A residual add: the residual plus what the block before it wrote.
-pub const MIXER_ADD: Template = Template {
+pub(crate) const MIXER_ADD: Template = Template {
     pats: &[pat("the mixer's residual add", "add", &[Var("h"), Var("y")], &["h1"])],
     writes: &[],
     exports: &["h1"],
@@ -219,24 +219,24 @@ pub const FFN: Template = Template {
 };
 
 /// Index of the FFN template's product.
-pub const FFN_PRODUCT: usize = 2;
+pub(crate) const FFN_PRODUCT: usize = 2;
 
 /// The FFN's residual add.
-pub const FFN_ADD: Template = Template {
+pub(crate) const FFN_ADD: Template = Template {
     pats: &[pat("the FFN's residual add", "add", &[Var("h"), Var("y")], &["h1"])],
     writes: &[],
     exports: &["h1"],
 };
 
 /// The step's advance.
-pub const ADVANCE: Template = Template {
+pub(crate) const ADVANCE: Template = Template {
     pats: &[pat("the advance", "advance", &[Position], &["next"])],
     writes: &[(StateKind::Position, "next")],
     exports: &[],
 };
 
 /// The final norm.
-pub const FINAL_NORM: Template = Template {
+pub(crate) const FINAL_NORM: Template = Template {
     pats: &[pat("the final norm", "rms_norm", &[Var("h"), Global(&[names::OUTPUT_NORM])], &["x"])],
     writes: &[],
     exports: &["x"],

@@ -37,15 +37,15 @@ use ir::RopeStyle;
 pub const ARCHITECTURE: &str = "qwen35";
 /// The Qwen3.5 mixture-of-experts architecture: read into a spec with experts, which the engine
 /// refuses by name (`verdict` says so; the reference interpreter runs it).
-pub const MOE_ARCHITECTURE: &str = "qwen35moe";
+pub(crate) const MOE_ARCHITECTURE: &str = "qwen35moe";
 /// The key naming the architecture.
-pub const ARCHITECTURE_KEY: &str = "general.architecture";
+pub(crate) const ARCHITECTURE_KEY: &str = "general.architecture";
 /// The key naming the model, used as the spec's name when present.
-pub const NAME_KEY: &str = "general.name";
+pub(crate) const NAME_KEY: &str = "general.name";
 /// The key listing the tokenizer's tokens; when present, its length must be the vocab.
-pub const TOKENS_KEY: &str = "tokenizer.ggml.tokens";
+pub(crate) const TOKENS_KEY: &str = "tokenizer.ggml.tokens";
 /// Every `full_attention_interval`-th layer is attention when the file does not say otherwise.
-pub const DEFAULT_FULL_ATTENTION_INTERVAL: u64 = 4;
+pub(crate) const DEFAULT_FULL_ATTENTION_INTERVAL: u64 = 4;
 /// The most layers (blocks) a file may declare: the limit `config.json` has.
 pub const MAX_LAYERS: usize = super::config::MAX_LAYERS;
 /// The largest size (width, vocabulary, head count, head dim, …) a file may declare: the limit
@@ -54,7 +54,7 @@ pub const MAX_SIZE: usize = super::config::MAX_SIZE;
 
 /// The `qwen35.*` keys the reader knows, each with its rule (docs/GGUF.md). Any other key of the
 /// architecture is refused: the reader cannot tell what it would change.
-pub const KNOWN_KEYS: [&str; 23] = [
+pub(crate) const KNOWN_KEYS: [&str; 23] = [
     "block_count",
     "nextn_predict_layers",
     "context_length",
@@ -82,12 +82,12 @@ pub const KNOWN_KEYS: [&str; 23] = [
 
 /// The keys a `qwen35moe` file has besides [`KNOWN_KEYS`] (which for it need no
 /// `feed_forward_length`: its FFNs are experts of `expert_feed_forward_length`).
-pub const MOE_KEYS: [&str; 4] =
+pub(crate) const MOE_KEYS: [&str; 4] =
     ["expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length"];
 
 /// The tensors of an MTP block that have no decoder counterpart (gguf-py's `NEXTN_*`), after
 /// `blk.N.`; llama.cpp requires the first three.
-pub const MTP_ONLY: [&str; 6] = [
+pub(crate) const MTP_ONLY: [&str; 6] = [
     "nextn.eh_proj.weight",
     "nextn.enorm.weight",
     "nextn.hnorm.weight",
@@ -97,7 +97,7 @@ pub const MTP_ONLY: [&str; 6] = [
 ];
 
 /// The tensors an MTP block holds besides [`MTP_ONLY`]: those of a full-attention decoder block.
-pub const MTP_DECODER_PART: [&str; 11] = [
+pub(crate) const MTP_DECODER_PART: [&str; 11] = [
     n::ATTN_NORM,
     n::FFN_NORM,
     n::ATTN_Q,

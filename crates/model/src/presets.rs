@@ -55,7 +55,7 @@ pub fn qwen35_08b() -> ModelSpec {
 }
 
 /// The transformers `Qwen3_5TextConfig()` class defaults ("Qwen3.5-9B style").
-pub fn qwen35_9b_style() -> ModelSpec {
+pub(crate) fn qwen35_9b_style() -> ModelSpec {
     qwen35("qwen3.5-9b-style", 4096, 12288, 32, false)
 }
 

@@ -270,7 +270,7 @@ pub struct SlidingWindow {
 
 impl RopeScaling {
     /// Whether its factors are positive and finite and YaRN's ramp has an original context.
-    pub fn is_valid(&self) -> bool {
+    pub(crate) fn is_valid(&self) -> bool {
         let ok = |x: f64| x.is_finite() && x > 0.0;
         match *self {
             RopeScaling::Linear { factor } => ok(factor),

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 
 use super::layout::{LayoutMap, engine_index};
 use super::term::{Dag, Id, Sym};
-use ir::{Act, Graph, HeadMap, RopeStyle, StateKind, Ty};
 use formats::bind::View;
+use ir::{Act, Graph, HeadMap, RopeStyle, StateKind, Ty};
 
 /// A value: an array (row-major, `cols` its last axis), an integer (token, position), a cache of
 /// `len` positions per head (`[h][len][d]`), or a pair.
@@ -68,7 +68,7 @@ pub struct Rng(pub u64);
 
 impl Rng {
     /// The next value of the stream.
-    pub fn next_f64(&mut self) -> f64 {
+    pub(crate) fn next_f64(&mut self) -> f64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

@@ -93,7 +93,7 @@ pub fn graph_terms(dag: &mut Dag, graph: &Graph) -> Result<GraphTerms, String> {
 }
 
 /// The terms (and types) a primitive op of kind `kind` writes when it reads `ins`.
-pub fn op_terms(dag: &mut Dag, kind: &OpKind, ins: &[(Id, Ty)]) -> Result<Vec<(Id, Ty)>, String> {
+pub(crate) fn op_terms(dag: &mut Dag, kind: &OpKind, ins: &[(Id, Ty)]) -> Result<Vec<(Id, Ty)>, String> {
     let tys: Vec<&Ty> = ins.iter().map(|(_, t)| t).collect();
     let outs = kind.infer(&tys).map_err(|e| format!("{}: {e}", kind.name()))?;
     let args: Vec<Id> = ins.iter().map(|(id, _)| *id).collect();

@@ -12,13 +12,13 @@
 //! [`engine_index`] is the same map on indices, for any comparison of two states' values (the
 //! prover's evaluator uses it; the numeric check can).
 
-use program::StateLayout;
 use ir::{StateKind, Ty};
+use program::StateLayout;
 
 /// Why a graph state and an engine state cannot correspond.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("the graph's {kind} state {graph} cannot be the engine's {engine}")]
-pub struct LayoutMismatch {
+pub(crate) struct LayoutMismatch {
     pub kind: &'static str,
     pub graph: String,
     pub engine: String,
@@ -26,7 +26,7 @@ pub struct LayoutMismatch {
 
 /// The layout map from the graph's state of `kind` and type `ty` to the engine's `layout`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LayoutMap {
+pub(crate) enum LayoutMap {
     /// The same value.
     Identity,
     /// `[C, K] → [C, K−1]`: engine `[c][j]` is graph `[c, j+1]`.
@@ -39,7 +39,7 @@ pub enum LayoutMap {
 }
 
 /// The map between a graph state and an engine state, or why their shapes cannot correspond.
-pub fn layout_map(kind: StateKind, ty: &Ty, layout: &StateLayout) -> Result<LayoutMap, LayoutMismatch> {
+pub(crate) fn layout_map(kind: StateKind, ty: &Ty, layout: &StateLayout) -> Result<LayoutMap, LayoutMismatch> {
     let mismatch = || LayoutMismatch { kind: kind.name(), graph: ty.to_string(), engine: format!("{layout:?}") };
     match (kind, ty, layout) {
         (StateKind::Position, Ty::Position, StateLayout::Position) => Ok(LayoutMap::Identity),
@@ -65,7 +65,7 @@ pub fn layout_map(kind: StateKind, ty: &Ty, layout: &StateLayout) -> Result<Layo
 /// The engine's flat index of the graph's value at `graph` (its multi-index), under `map`; for a
 /// cache, `capacity` is the engine's preallocated length and `graph` is `[head, position, dim]`.
 /// `None` where the graph's value has no place in the engine's (a conv window's oldest column).
-pub fn engine_index(map: LayoutMap, graph: &[usize], capacity: usize) -> Option<usize> {
+pub(crate) fn engine_index(map: LayoutMap, graph: &[usize], capacity: usize) -> Option<usize> {
     match (map, graph) {
         (LayoutMap::Identity, &[i]) => Some(i),
         (LayoutMap::DropOldest { taps, .. }, &[c, j]) => (j >= 1).then(|| c * (taps - 1) + j - 1),

@@ -51,13 +51,13 @@ use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use program::{Command, Program, StateLayout};
 use ir::{Graph, StateKind};
 pub use lemma::Lemma;
+use program::{Command, Program, StateLayout};
 use term::{Dag, Id, Sym};
 
 /// The most nodes a proof may build before it gives up (inconclusive).
-pub const NODE_LIMIT: usize = 4_000_000;
+pub(crate) const NODE_LIMIT: usize = 4_000_000;
 
 /// Which two of the three terms an output's proof relates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,7 +217,7 @@ struct Prover<'g> {
 }
 
 /// The most checkpoint values a witness search makes up.
-pub const WITNESS_LIMIT: usize = 1 << 22;
+pub(crate) const WITNESS_LIMIT: usize = 1 << 22;
 
 impl Prover<'_> {
     fn run(mut self, program: &Program) -> Result<ProofVerdict, String> {

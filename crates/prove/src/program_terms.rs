@@ -12,10 +12,10 @@ use std::fmt;
 
 use super::rounding::{Misplaced, Place, Roundings, kquant_input_name, storage_name};
 use super::term::{Dag, Id, Real, Sym};
+use formats::bind::Binding;
+use ir::Act;
 use program::numerics::Storage;
 use program::{BlockKind, Buf, Command, Program, StateLayout, StateRef};
-use ir::Act;
-use formats::bind::Binding;
 
 /// The terms of a program's outputs: its logits, each state as it leaves the step (in the engine's
 /// layout), and the stored values whose rounding differs from the numerics' rule.
@@ -104,7 +104,7 @@ impl From<Unreadable> for String {
 }
 
 /// The delta rule's fixed l2-norm eps (docs/PROGRAM.md, `DeltaRule`).
-pub const DELTA_L2_EPS: f64 = 1e-6;
+pub(crate) const DELTA_L2_EPS: f64 = 1e-6;
 
 /// The terms of `program` when its states enter the step as `states_in` (one term per
 /// [`Program::states`], in the engine's layout; the position's is the term the attention reads
@@ -424,11 +424,7 @@ impl Builder<'_> {
             Command::SigmoidGate { x, gate, out } => {
                 // The planted prover bug: a meaning written to match a lowering that swaps the two.
                 #[cfg(any(test, feature = "planted"))]
-                let (x, gate) = if planted::is(planted::Bug::ProverMatchesSwappedGate) {
-                    (gate, x)
-                } else {
-                    (x, gate)
-                };
+                let (x, gate) = if planted::is(planted::Bug::ProverMatchesSwappedGate) { (gate, x) } else { (x, gate) };
                 let gv = self.get(*gate)?;
                 let s = self.mk(Sym::Act(Act::Sigmoid), &[gv]);
                 let xv = self.get(*x)?;

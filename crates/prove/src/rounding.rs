@@ -13,8 +13,8 @@
 //! matrix it reads, a type the checkpoint decides), so there is nothing to misplace: the proof
 //! counts those inputs, and the check applies the rule itself at each of them.
 
-use program::numerics::{KquantInputs, Numerics, Storage};
 use program::StateLayout;
+use program::numerics::{KquantInputs, Numerics, Storage};
 
 /// A place the engine stores a value in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -30,7 +30,7 @@ pub enum Place {
 
 impl Place {
     /// The place a state of `layout` is.
-    pub fn of_state(layout: &StateLayout) -> Place {
+    pub(crate) fn of_state(layout: &StateLayout) -> Place {
         match layout {
             StateLayout::Position => Place::Position,
             StateLayout::ConvWindow { .. } => Place::ConvWindow,
@@ -79,7 +79,7 @@ impl Place {
 pub type Roundings = std::collections::BTreeMap<(Place, &'static str), usize>;
 
 /// The name of a storage, for [`Roundings`] keys.
-pub fn storage_name(s: Storage) -> &'static str {
+pub(crate) fn storage_name(s: Storage) -> &'static str {
     match s {
         Storage::F32 => "f32",
         Storage::Bf16 => "bf16",
@@ -89,7 +89,7 @@ pub fn storage_name(s: Storage) -> &'static str {
 
 /// The name of the rounding k-quant matvec inputs get under `inputs`, for [`Roundings`] keys
 /// (`None`: the input as it is).
-pub fn kquant_input_name(inputs: KquantInputs) -> Option<&'static str> {
+pub(crate) fn kquant_input_name(inputs: KquantInputs) -> Option<&'static str> {
     match inputs {
         KquantInputs::F32 => None,
         KquantInputs::Q8K => Some("q8_k"),

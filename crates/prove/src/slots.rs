@@ -59,7 +59,7 @@ pub struct StepShape {
 /// Reads off the shape of `program`'s step from its terms, or why it cannot (the program does not
 /// read as terms, two states share a leaf, a conv window that is not a shift, a position the
 /// program reads but keeps no state for).
-pub fn step_shape(program: &Program) -> Result<StepShape, String> {
+pub(crate) fn step_shape(program: &Program) -> Result<StepShape, String> {
     let kinds = program_state_kinds(program)?;
     let mut dag = Dag::new();
     let leaves: Vec<Id> =
@@ -327,8 +327,8 @@ impl SlotTerms {
 mod tests {
     use super::*;
     use lower::{lower_graph, shim::EngineShim};
-    use program::Numerics;
     use model::{author::decode_step, presets};
+    use program::Numerics;
 
     fn tiny() -> Program {
         let spec = presets::preset("tiny").expect("the tiny preset");

@@ -11,8 +11,8 @@
 use std::fmt;
 
 use super::lemma::Lemma;
-use ir::{Act, HeadMap, RopeStyle, StateKind};
 use formats::bind::{Binding, View};
+use ir::{Act, HeadMap, RopeStyle, StateKind};
 
 /// The id of a node of a [`Dag`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -229,7 +229,7 @@ pub enum Sym {
 
 impl Sym {
     /// Whether this symbol is a leaf.
-    pub fn is_leaf(&self) -> bool {
+    pub(crate) fn is_leaf(&self) -> bool {
         matches!(self, Sym::Token | Sym::Pos | Sym::Weight(_) | Sym::State(..))
     }
 
@@ -282,7 +282,7 @@ impl Sym {
 
     /// Whether `self` and `other` are the same symbol up to their attributes (an act is one symbol
     /// whatever its function).
-    pub fn same_head(&self, other: &Sym) -> bool {
+    pub(crate) fn same_head(&self, other: &Sym) -> bool {
         std::mem::discriminant(self) == std::mem::discriminant(other)
     }
 }

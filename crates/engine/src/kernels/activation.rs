@@ -84,12 +84,12 @@ pub fn silu(x: f32) -> f32 {
 }
 
 /// Every value of `xs` replaced by its [`silu`], on this machine's widest path.
-pub fn silu_all(xs: &mut [f32]) {
+pub(crate) fn silu_all(xs: &mut [f32]) {
     silu_all_on(detected(), xs);
 }
 
 /// Every value of `xs` replaced by its [`sigmoid`], on this machine's widest path.
-pub fn sigmoid_all(xs: &mut [f32]) {
+pub(crate) fn sigmoid_all(xs: &mut [f32]) {
     sigmoid_all_on(detected(), xs);
 }
 

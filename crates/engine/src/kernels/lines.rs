@@ -2,7 +2,7 @@
 
 /// The bytes of a cache line here: a 512-bit load of 16 f32 values reads one line when it starts
 /// on one, two when it does not.
-pub const LINE_BYTES: usize = 64;
+pub(crate) const LINE_BYTES: usize = 64;
 
 /// The most values a buffer skips to reach a line.
 const SLACK: usize = LINE_BYTES / size_of::<f32>() - 1;
@@ -15,7 +15,7 @@ const SLACK: usize = LINE_BYTES / size_of::<f32>() - 1;
 /// (`[3584, 1024]`) 24–26 against 31–41. Over the 0.8B step's matrices from memory, on two
 /// threads, the difference is within this machine's noise.
 #[derive(Default)]
-pub struct LineAligned {
+pub(crate) struct LineAligned {
     values: Vec<f32>,
     at: usize,
     len: usize,

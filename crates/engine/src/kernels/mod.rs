@@ -58,8 +58,8 @@ use float::Element as FloatElement;
 #[cfg(target_arch = "x86_64")]
 use float512::Element512 as FloatElement;
 
-use program::numerics::KquantInputs;
 use formats::gguf::GgmlType;
+use program::numerics::KquantInputs;
 
 /// Why a matrix cannot be read as the type and shape it claims.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -142,13 +142,13 @@ impl<'w> Matrix<'w> {
     }
 
     /// The rows `range` as a matrix of their own (for splitting over threads).
-    pub fn rows_range(&self, range: std::ops::Range<usize>) -> Matrix<'w> {
+    pub(crate) fn rows_range(&self, range: std::ops::Range<usize>) -> Matrix<'w> {
         let bytes = &self.bytes[range.start * self.row_bytes..range.end * self.row_bytes];
         Matrix { bytes, rows: range.len(), ..*self }
     }
 
     /// Row `r`'s values, dequantized exactly into `out` (`cols` values).
-    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+    pub(crate) fn dequantize_row(&self, r: usize, out: &mut [f32]) {
         if self.ty == GgmlType::F32 {
             // An F32 row's values are its little-endian words: read into `out`, nothing allocated.
             for (o, b) in out.iter_mut().zip(self.row(r).as_chunks::<4>().0) {

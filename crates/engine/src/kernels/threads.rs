@@ -21,7 +21,7 @@ pub enum Strategy {
 }
 
 /// The strategy [`super::matmat`] uses.
-pub const DEFAULT: Strategy = Strategy::Pool;
+pub(crate) const DEFAULT: Strategy = Strategy::Pool;
 
 /// A matrix of fewer stored bytes than this, times its batch, runs on the calling thread alone:
 /// below it, waking a second thread costs more than the half of the work it takes.

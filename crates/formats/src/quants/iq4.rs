@@ -7,12 +7,12 @@
 use super::{QuantError, decode_blocks, f16_at};
 
 /// The 16 levels a 4-bit quant of IQ4_NL and IQ4_XS stands for (ggml's `kvalues_iq4nl`).
-pub const KVALUES: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+pub(crate) const KVALUES: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
 
 /// IQ4_NL (`block_iq4_nl`, 18 bytes, 32 values): f16 `d`, then 16 bytes of nibbles, value `j` the
 /// low nibble of byte `j` for `j < 16` and the high nibble of byte `j − 16` after. Value `j` is
 /// `d · KVALUES[q_j]`.
-pub fn dequantize_iq4_nl(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+pub(crate) fn dequantize_iq4_nl(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     decode_blocks::<18, 32>("IQ4_NL", data, |b, out| {
         let d = f16_at(b, 0);
         for (j, y) in out.iter_mut().enumerate() {
@@ -26,7 +26,7 @@ pub fn dequantize_iq4_nl(data: &[u8]) -> Result<Vec<f32>, QuantError> {
 /// nibble `s % 2` of `scales_l[s / 2]` and whose high 2 bits are the bits at `2s` of `scales_h`,
 /// minus 32; its 32 values are the nibbles of bytes `16s .. 16s + 16`, low nibbles first. Value `v`
 /// is `(d · scale_s) · KVALUES[q_v]`.
-pub fn dequantize_iq4_xs(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+pub(crate) fn dequantize_iq4_xs(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     decode_blocks::<136, 256>("IQ4_XS", data, |b, out| {
         let d = f16_at(b, 0);
         let scales_h = u16::from_le_bytes([b[2], b[3]]);

@@ -15,7 +15,7 @@ pub const BLOCK_VALUES: usize = 256;
 /// f16 `dmin`. Sub-block `s = v / 16` has scale `scales[s] & 15` and minimum `scales[s] >> 4`. In
 /// each half `h = v / 128` of the block, value `w = v % 128` is the 2 bits at `2 · (w / 32)` of byte
 /// `32h + w % 32`. Value `v` is `(d · scale) · q − dmin · min`.
-pub fn dequantize_q2_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+pub(crate) fn dequantize_q2_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     decode_blocks::<84, BLOCK_VALUES>("Q2_K", data, |b, out| {
         let (scales, qs) = (&b[..16], &b[16..80]);
         let (d, dmin) = (f16_at(b, 80), f16_at(b, 82));
@@ -36,7 +36,7 @@ pub fn dequantize_q2_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
 /// clear. Sub-block `s = v / 16` has the scale whose low 4 bits are nibble `s / 8` of byte `s % 8`
 /// and whose high 2 bits are the bits at `2 · (s / 4)` of byte `8 + s % 4`, minus 32. Value `v` is
 /// `(d · scale) · q`.
-pub fn dequantize_q3_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+pub(crate) fn dequantize_q3_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     decode_blocks::<110, BLOCK_VALUES>("Q3_K", data, |b, out| {
         let (hmask, qs, scales) = (&b[..32], &b[32..96], &b[96..108]);
         let d = f16_at(b, 108);
@@ -58,7 +58,7 @@ pub fn dequantize_q3_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
 /// (see [`scale_min`]), then 128 bytes of 4-bit quants. The values come in 4 chunks of 64, chunk
 /// `c` from bytes `32c .. 32c + 32`: its first 32 values are their low nibbles, the next 32 their
 /// high nibbles. Sub-block `s = v / 32`; value `v` is `(d · scale_s) · q − dmin · min_s`.
-pub fn dequantize_q4_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+pub(crate) fn dequantize_q4_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     decode_blocks::<144, BLOCK_VALUES>("Q4_K", data, |b, out| {
         let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
         let (scales, qs) = (&b[4..16], &b[16..]);
@@ -75,7 +75,7 @@ pub fn dequantize_q4_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
 /// Q4_K's), 32 bytes `qh`, then 128 bytes of low nibbles packed as Q4_K's quants. The fifth bit of
 /// value `v` is bit `v / 32` of `qh[v % 32]`. Value `v` is `(d · scale_s) · q − dmin · min_s`,
 /// `s = v / 32`.
-pub fn dequantize_q5_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+pub(crate) fn dequantize_q5_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     decode_blocks::<176, BLOCK_VALUES>("Q5_K", data, |b, out| {
         let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
         let (scales, qh, qs) = (&b[4..16], &b[16..48], &b[48..]);
@@ -94,7 +94,7 @@ pub fn dequantize_q5_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
 /// pairs, 16 i8 sub-block scales, f16 `d`. In each half `h = v / 128`, value `w = v % 128` takes
 /// nibble `w / 64` of `ql[64h + w % 64]` and, as bits 4 and 5, the 2 bits at `2 · (w / 32)` of
 /// `qh[32h + w % 32]`; the quant is that minus 32. Value `v` is `(d · scales[v / 16]) · q`.
-pub fn dequantize_q6_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+pub(crate) fn dequantize_q6_k(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     decode_blocks::<210, BLOCK_VALUES>("Q6_K", data, |b, out| {
         let (ql, qh, scales) = (&b[..128], &b[128..192], &b[192..208]);
         let d = f16_at(b, 208);

@@ -13,7 +13,7 @@ use super::{QuantError, decode_blocks, f16_at};
 pub const BLOCK_VALUES: usize = 32;
 
 /// Q4_0 (`block_q4_0`, 18 bytes): f16 `d`, then 16 bytes of 4-bit quants; value `j` is `d · (q_j − 8)`.
-pub fn dequantize_q4_0(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+pub(crate) fn dequantize_q4_0(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     decode_blocks::<18, BLOCK_VALUES>("Q4_0", data, |b, out| {
         let d = f16_at(b, 0);
         for (j, y) in out.iter_mut().enumerate() {
@@ -24,7 +24,7 @@ pub fn dequantize_q4_0(data: &[u8]) -> Result<Vec<f32>, QuantError> {
 
 /// Q4_1 (`block_q4_1`, 20 bytes): f16 `d`, f16 `m`, then 16 bytes of 4-bit quants; value `j` is
 /// `d · q_j + m`.
-pub fn dequantize_q4_1(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+pub(crate) fn dequantize_q4_1(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     decode_blocks::<20, BLOCK_VALUES>("Q4_1", data, |b, out| {
         let (d, m) = (f16_at(b, 0), f16_at(b, 2));
         for (j, y) in out.iter_mut().enumerate() {
@@ -35,7 +35,7 @@ pub fn dequantize_q4_1(data: &[u8]) -> Result<Vec<f32>, QuantError> {
 
 /// Q5_0 (`block_q5_0`, 22 bytes): f16 `d`, a u32 of fifth bits, then 16 bytes of low nibbles;
 /// value `j` is `d · (q_j − 16)`.
-pub fn dequantize_q5_0(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+pub(crate) fn dequantize_q5_0(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     decode_blocks::<22, BLOCK_VALUES>("Q5_0", data, |b, out| {
         let d = f16_at(b, 0);
         let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
@@ -47,7 +47,7 @@ pub fn dequantize_q5_0(data: &[u8]) -> Result<Vec<f32>, QuantError> {
 
 /// Q5_1 (`block_q5_1`, 24 bytes): f16 `d`, f16 `m`, a u32 of fifth bits, then 16 bytes of low
 /// nibbles; value `j` is `d · q_j + m`.
-pub fn dequantize_q5_1(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+pub(crate) fn dequantize_q5_1(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     decode_blocks::<24, BLOCK_VALUES>("Q5_1", data, |b, out| {
         let (d, m) = (f16_at(b, 0), f16_at(b, 2));
         let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
@@ -58,7 +58,7 @@ pub fn dequantize_q5_1(data: &[u8]) -> Result<Vec<f32>, QuantError> {
 }
 
 /// Q8_0 (`block_q8_0`, 34 bytes): f16 `d`, then 32 i8 quants; value `j` is `d · q_j`.
-pub fn dequantize_q8_0(data: &[u8]) -> Result<Vec<f32>, QuantError> {
+pub(crate) fn dequantize_q8_0(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     decode_blocks::<34, BLOCK_VALUES>("Q8_0", data, |b, out| {
         let d = f16_at(b, 0);
         for (y, &q) in out.iter_mut().zip(&b[2..]) {

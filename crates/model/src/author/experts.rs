@@ -8,10 +8,10 @@
 //! constant per expert through `View::Expert`; their biases from `[E, out]` stacks the same way.
 
 use super::Author;
-use ir::{Act, OpKind, TensorId};
+use crate::spec::{Experts, Routing};
 use formats::bind::Binding;
 use formats::names::{self, layer as n};
-use crate::spec::{Experts, Routing};
+use ir::{Act, OpKind, TensorId};
 
 impl Author<'_> {
     /// Layer `l`'s experts on `x`: the router's weights, every expert weighed by its weight, and the

@@ -15,8 +15,8 @@
 //! and keys alike, which leaves every score unchanged.
 
 use super::Author;
-use ir::{OpKind, StateKind, TensorId, Ty};
 use formats::names::layer as n;
+use ir::{OpKind, StateKind, TensorId, Ty};
 
 impl Author<'_> {
     pub(super) fn latent_attention(&mut self, l: usize, x: TensorId, pos: TensorId) -> TensorId {

@@ -2,11 +2,11 @@
 //! with the frequencies and attention factor a scaling scheme computes, as transformers'
 //! `modeling_rope_utils` computes them.
 
-use ir::{OpKind, RopeStyle};
 use crate::spec::RopeScaling;
+use ir::{OpKind, RopeStyle};
 
 /// The RoPE op turning the first `dims` dims of each head by θ, scaled by `scaling` if given.
-pub fn rope_op(theta: f64, dims: usize, style: RopeStyle, scaling: Option<&RopeScaling>) -> OpKind {
+pub(crate) fn rope_op(theta: f64, dims: usize, style: RopeStyle, scaling: Option<&RopeScaling>) -> OpKind {
     match scaling {
         None => OpKind::Rope { theta, rotary_dims: dims, style },
         Some(s) => {

@@ -68,7 +68,7 @@ impl<'a> Fields<'a> {
     }
 
     /// Size field `key`, or `default` when absent.
-    pub fn size_or(&self, key: &str, limit: usize, default: usize) -> Result<usize, ConfigError> {
+    pub(crate) fn size_or(&self, key: &str, limit: usize, default: usize) -> Result<usize, ConfigError> {
         match self.optional(key, Value::as_u64, "a non-negative integer")? {
             Some(n) => self.bounded(key, n, limit),
             None => Ok(default),
@@ -113,7 +113,7 @@ impl<'a> Fields<'a> {
     }
 
     /// The first of `keys` present: its name and its size (at most `limit`).
-    pub fn size_any(&self, keys: &[&str], limit: usize) -> Result<Option<usize>, ConfigError> {
+    pub(crate) fn size_any(&self, keys: &[&str], limit: usize) -> Result<Option<usize>, ConfigError> {
         match keys.iter().find(|k| self.get(k).is_some()) {
             Some(k) => self.size(k, limit).map(Some),
             None => Ok(None),
@@ -121,12 +121,12 @@ impl<'a> Fields<'a> {
     }
 
     /// The first of `keys` present, as a size; absent is an error naming the first key.
-    pub fn size_of_any(&self, keys: &[&str], limit: usize) -> Result<usize, ConfigError> {
+    pub(crate) fn size_of_any(&self, keys: &[&str], limit: usize) -> Result<usize, ConfigError> {
         self.size_any(keys, limit)?.ok_or_else(|| ConfigError::Missing { field: self.name(keys[0]) })
     }
 
     /// The first of `keys` present, as a number.
-    pub fn number_any(&self, keys: &[&str]) -> Result<Option<f64>, ConfigError> {
+    pub(crate) fn number_any(&self, keys: &[&str]) -> Result<Option<f64>, ConfigError> {
         match keys.iter().find(|k| self.get(k).is_some()) {
             Some(k) => self.number(k),
             None => Ok(None),
@@ -134,27 +134,27 @@ impl<'a> Fields<'a> {
     }
 
     /// The first of `keys` present, as a string, with its field name.
-    pub fn str_any(&self, keys: &[&str]) -> Result<Option<(String, &'a str)>, ConfigError> {
+    pub(crate) fn str_any(&self, keys: &[&str]) -> Result<Option<(String, &'a str)>, ConfigError> {
         match keys.iter().find(|k| self.get(k).is_some()) {
             Some(k) => Ok(self.str(k)?.map(|s| (self.name(k), s))),
             None => Ok(None),
         }
     }
 
-    pub fn str_of(v: &'a Value) -> Option<&'a str> {
+    pub(crate) fn str_of(v: &'a Value) -> Option<&'a str> {
         v.as_str()
     }
 }
 
 /// A JSON number, or one of Python's non-finite numbers as the reader marks them.
-pub fn number_of(v: &Value) -> Option<f64> {
+pub(crate) fn number_of(v: &Value) -> Option<f64> {
     v.as_f64().or_else(|| {
         let s = v.as_str()?;
         super::read::NON_FINITE.iter().find(|(w, ..)| s.strip_prefix('\0') == Some(w)).map(|&(.., x)| x)
     })
 }
 
-pub fn wrong_type(field: String, expected: &'static str, found: &Value) -> ConfigError {
+pub(crate) fn wrong_type(field: String, expected: &'static str, found: &Value) -> ConfigError {
     ConfigError::WrongType { field, expected, found: describe(found) }
 }
 

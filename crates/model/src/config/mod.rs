@@ -86,7 +86,7 @@ pub fn read_config_json(text: &str, name: &str) -> Result<ConfigReading, ConfigE
 }
 
 /// The family (its text config's `model_type`) a `config.json` text belongs to, without reading it.
-pub fn family_of_config_json(text: &str) -> Result<&'static str, ConfigError> {
+pub(crate) fn family_of_config_json(text: &str) -> Result<&'static str, ConfigError> {
     read::family(text)
 }
 

@@ -7,12 +7,12 @@ use super::construct::{Construct, Part, RopeKind};
 use super::families::{COMMON, FAMILIES, Family, FfnForm, Layers, Routing, Rule, Then, When, Window};
 use super::fields::{Fields, Source, describe};
 use super::{ConfigError, ConfigReading, MAX_LAYERS, MAX_SIZE, Unsupported};
-use ir::RopeStyle;
 use crate::author::rope::yarn_attention_factor;
 use crate::spec::{
     self, AttentionSpec, Constructs, DeltaNetSpec, Experts, Ffn, LatentAttention, LayerRope, Mixer, ModelSpec,
     RopeScaling, SlidingWindow,
 };
+use ir::RopeStyle;
 
 /// The names a size goes by across families, the usual one first.
 const HIDDEN: &[&str] = &["hidden_size", "n_embd"];
@@ -60,7 +60,7 @@ fn parse(text: &str) -> Result<Value, ConfigError> {
 }
 
 /// The marked string each of Python's non-finite numbers is held as, and its value.
-pub const NON_FINITE: [(&str, &str, f64); 3] = [
+pub(crate) const NON_FINITE: [(&str, &str, f64); 3] = [
     ("-Infinity", "\\u0000-Infinity", f64::NEG_INFINITY),
     ("Infinity", "\\u0000Infinity", f64::INFINITY),
     ("NaN", "\\u0000NaN", f64::NAN),

@@ -12,10 +12,10 @@
 //! weights.
 
 use super::{Builder, FamilyError, Fields, Source, no_delta_net, rope_of};
-use ir::RopeStyle;
+use crate::spec::{AttentionSpec, Constructs, Experts, LatentAttention, Mixer, ModelSpec, Routing};
 use formats::checkpoint::Checkpoint;
 use formats::names::{self, layer as n};
-use crate::spec::{AttentionSpec, Constructs, Experts, LatentAttention, Mixer, ModelSpec, Routing};
+use ir::RopeStyle;
 
 /// Reads a `DeepseekV3Config`. Class defaults fill what is absent: `rms_norm_eps` 1e-6,
 /// `tie_word_embeddings` false, `rope_interleave` true, `norm_topk_prob` true,

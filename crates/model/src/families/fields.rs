@@ -41,7 +41,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A size, or `None` when absent.
-    pub fn size_opt(&self, key: &str) -> Result<Option<usize>, FamilyError> {
+    pub(crate) fn size_opt(&self, key: &str) -> Result<Option<usize>, FamilyError> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
@@ -57,7 +57,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A number, or `None` when absent.
-    pub fn number_opt(&self, key: &str) -> Result<Option<f64>, FamilyError> {
+    pub(crate) fn number_opt(&self, key: &str) -> Result<Option<f64>, FamilyError> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v.as_f64().map(Some).ok_or_else(|| self.bad(key, format!("expected a number, found {v}"))),
@@ -65,7 +65,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A boolean, or `default` when absent.
-    pub fn bool_or(&self, key: &str, default: bool) -> Result<bool, FamilyError> {
+    pub(crate) fn bool_or(&self, key: &str, default: bool) -> Result<bool, FamilyError> {
         match self.get(key) {
             None => Ok(default),
             Some(v) => v.as_bool().ok_or_else(|| self.bad(key, format!("expected a boolean, found {v}"))),
@@ -73,7 +73,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A string, or `None` when absent.
-    pub fn str_opt(&self, key: &str) -> Result<Option<&'a str>, FamilyError> {
+    pub(crate) fn str_opt(&self, key: &str) -> Result<Option<&'a str>, FamilyError> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => v.as_str().map(Some).ok_or_else(|| self.bad(key, format!("expected a string, found {v}"))),
@@ -81,7 +81,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A list of strings, or `None` when absent.
-    pub fn strings_opt(&self, key: &str) -> Result<Option<Vec<&'a str>>, FamilyError> {
+    pub(crate) fn strings_opt(&self, key: &str) -> Result<Option<Vec<&'a str>>, FamilyError> {
         match self.get(key) {
             None => Ok(None),
             Some(Value::Array(a)) => a
@@ -94,13 +94,13 @@ impl<'a> Fields<'a> {
     }
 
     /// Requires field `key`, when present, to be `want` (a construct the reader does not write).
-    pub fn expect_str(&self, key: &str, want: &str, default: &str) -> Result<(), FamilyError> {
+    pub(crate) fn expect_str(&self, key: &str, want: &str, default: &str) -> Result<(), FamilyError> {
         let found = self.str_opt(key)?.unwrap_or(default);
         if found == want { Ok(()) } else { Err(self.bad(key, format!("expected \"{want}\", found \"{found}\""))) }
     }
 
     /// Requires field `key` to be absent or null (a construct the reader does not write).
-    pub fn expect_absent(&self, key: &str) -> Result<(), FamilyError> {
+    pub(crate) fn expect_absent(&self, key: &str) -> Result<(), FamilyError> {
         match self.get(key) {
             None => Ok(()),
             Some(v) => Err(self.bad(key, format!("expected null, found {v}: not written"))),

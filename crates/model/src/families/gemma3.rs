@@ -8,10 +8,10 @@
 //! canonical vocabulary gives the pre-FFN norm of every family.
 
 use super::{Builder, FamilyError, Fields, Source, no_delta_net, rope_of, sliding_layers};
-use ir::RopeStyle;
+use crate::spec::{AttentionSpec, Constructs, Ffn, LayerRope, Mixer, ModelSpec, PostNorm, SlidingWindow};
 use formats::checkpoint::Checkpoint;
 use formats::names::{self, layer as n};
-use crate::spec::{AttentionSpec, Constructs, Ffn, LayerRope, Mixer, ModelSpec, PostNorm, SlidingWindow};
+use ir::RopeStyle;
 
 /// Reads a `Gemma3TextConfig`. Class defaults fill what is absent: `rms_norm_eps` 1e-6,
 /// `tie_word_embeddings` true, `sliding_window` 4096, layer `i` sliding unless `(i + 1) %

@@ -12,10 +12,10 @@
 
 use super::Values;
 use super::{Builder, FamilyError, Fields, Source, no_delta_net, rope_of, sliding_layers};
-use ir::RopeStyle;
+use crate::spec::{AttentionSpec, Constructs, Experts, Ffn, Mixer, ModelSpec, Routing, SlidingWindow};
 use formats::checkpoint::Checkpoint;
 use formats::names::{self, layer as n};
-use crate::spec::{AttentionSpec, Constructs, Experts, Ffn, Mixer, ModelSpec, Routing, SlidingWindow};
+use ir::RopeStyle;
 
 /// Reads a `GptOssConfig`. Class defaults fill what is absent: `rms_norm_eps` 1e-5,
 /// `tie_word_embeddings` false, `sliding_window` 128 on layer `i` when `(i + 1) % 2 != 0`,

@@ -159,7 +159,7 @@ impl Source {
     }
 
     /// Takes the tensor of full HF name `hf`.
-    pub fn take_full(&mut self, hf: &str, shape: &[usize], tensor: &str) -> Result<Values, FamilyError> {
+    pub(crate) fn take_full(&mut self, hf: &str, shape: &[usize], tensor: &str) -> Result<Values, FamilyError> {
         let t = self
             .tensors
             .remove(hf)
@@ -224,7 +224,7 @@ impl<'s> Builder<'s> {
     }
 
     /// Canonical tensor `tensor` from the zero-centred norm weight `hf`: stored as `1 + w`.
-    pub fn norm_plus_one(&mut self, tensor: &str, hf: &str) -> Result<(), FamilyError> {
+    pub(crate) fn norm_plus_one(&mut self, tensor: &str, hf: &str) -> Result<(), FamilyError> {
         let shape = self.shape(tensor);
         let mut t = self.source.take(hf, &shape, tensor)?;
         t.data.iter_mut().for_each(|w| *w += 1.0);
@@ -256,7 +256,7 @@ impl<'s> Builder<'s> {
 
 /// A RoPE parameters object (`rope_parameters`, or one layer type's entry of it): θ, and the
 /// scaling of a `linear` or `yarn` `rope_type`. `default_theta` is the config class's default θ.
-pub fn rope_of(p: Option<Fields>, default_theta: f64) -> Result<(f64, Option<RopeScaling>), FamilyError> {
+pub(crate) fn rope_of(p: Option<Fields>, default_theta: f64) -> Result<(f64, Option<RopeScaling>), FamilyError> {
     let Some(p) = p else { return Ok((default_theta, None)) };
     let theta = p.number_opt("rope_theta")?.unwrap_or(default_theta);
     let scaling = match p.str_opt("rope_type")?.unwrap_or("default") {
@@ -292,12 +292,12 @@ pub fn rope_of(p: Option<Fields>, default_theta: f64) -> Result<(f64, Option<Rop
 }
 
 /// The no-Gated-DeltaNet sizes of a spec whose layers are all attention.
-pub fn no_delta_net() -> super::spec::DeltaNetSpec {
+pub(crate) fn no_delta_net() -> super::spec::DeltaNetSpec {
     super::spec::DeltaNetSpec { key_heads: 0, value_heads: 0, key_dim: 0, value_dim: 0, conv_kernel: 0 }
 }
 
 /// The attention layers a `layer_types` list (or, when absent, `default_sliding(i)`) makes sliding.
-pub fn sliding_layers(
+pub(crate) fn sliding_layers(
     c: &Fields,
     layers: usize,
     default_sliding: impl Fn(usize) -> bool,

@@ -10,11 +10,11 @@
 
 use super::Values;
 use super::{Builder, FamilyError, Fields, Source};
-use ir::RopeStyle;
-use formats::checkpoint::Checkpoint;
 use crate::hf::names::{Role, classify};
-use formats::names::{self, layer as n};
 use crate::spec::{AttentionSpec, Constructs, DeltaNetSpec, Experts, Mixer, ModelSpec};
+use formats::checkpoint::Checkpoint;
+use formats::names::{self, layer as n};
+use ir::RopeStyle;
 
 /// Reads a `Qwen3_5MoeTextConfig`. Class defaults fill what is absent: `rms_norm_eps` 1e-6,
 /// `tie_word_embeddings` false, attention on every `full_attention_interval`-th layer (4) without

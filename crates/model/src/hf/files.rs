@@ -13,19 +13,19 @@ use safetensors::{Dtype, SafeTensors};
 use serde_json::Value;
 
 use super::LoadError;
-use formats::gguf::GgmlType;
 use formats::checkpoint::{Bytes, Tensor};
+use formats::gguf::GgmlType;
 
 /// The single-file checkpoint's name.
-pub const SINGLE: &str = "model.safetensors";
+pub(crate) const SINGLE: &str = "model.safetensors";
 /// The sharded checkpoint's index.
-pub const INDEX: &str = "model.safetensors.index.json";
+pub(crate) const INDEX: &str = "model.safetensors.index.json";
 
 /// Calls `visit(file, name, view)` for every tensor of the folder's weights, in name order within
 /// each file and file-name order across shards. As in transformers, `model.safetensors` is read when
 /// present, else the index; a sharded folder visits exactly the tensors its index lists, each in the
 /// shard the index names.
-pub fn for_each_tensor(
+pub(crate) fn for_each_tensor(
     dir: &Path,
     mut visit: impl FnMut(&Path, &str, &TensorView, &Arc<Mmap>) -> Result<(), LoadError>,
 ) -> Result<(), LoadError> {
@@ -194,7 +194,7 @@ pub fn ggml_type(path: &Path, name: &str, view: &TensorView) -> Result<GgmlType,
 
 /// The tensor `view` of the mapped file `map`, in place, of shape `shape` (the view's, or the
 /// same values under another shape).
-pub fn in_place(
+pub(crate) fn in_place(
     path: &Path,
     name: &str,
     view: &TensorView,

@@ -63,7 +63,7 @@ pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
 /// The family whose checkpoints this loader reads: the transforms are Qwen3.5's (another family's
 /// norms, for one, are not `1 + w`).
-pub const FAMILY: &str = "qwen3_5_text";
+pub(crate) const FAMILY: &str = "qwen3_5_text";
 
 /// The spec `dir/config.json` describes (named after the folder) and the checkpoint of `dir`'s
 /// weights; a config of another family is refused before its weights are read.

@@ -53,7 +53,7 @@ pub enum Role {
 }
 
 /// What the HF tensor `name` is.
-pub fn classify(name: &str) -> Role {
+pub(crate) fn classify(name: &str) -> Role {
     if name == HEAD {
         return Role::Text { gguf: names::OUTPUT.into(), rule: Rule::Copy };
     }

@@ -25,7 +25,7 @@ pub enum Rule {
 
 impl Rule {
     /// The HF shape of a tensor whose canonical shape is `shape`.
-    pub fn source_shape(self, shape: &[usize]) -> Vec<usize> {
+    pub(crate) fn source_shape(self, shape: &[usize]) -> Vec<usize> {
         match (self, shape) {
             (Rule::Conv, &[c, k]) => vec![c, 1, k],
             _ => shape.to_vec(),

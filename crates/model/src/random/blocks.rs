@@ -46,7 +46,7 @@ const SAMPLE_BLOCKS: usize = 64;
 /// How a tensor's random blocks are made: its type's block size, where the scale fields are, and
 /// the value each is drawn around.
 #[derive(Clone, Debug)]
-pub struct Scales {
+pub(crate) struct Scales {
     block_bytes: usize,
     fields: &'static [usize],
     values: Vec<f32>,

@@ -12,9 +12,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{CHUNK, RandomError, Weights, fill_bytes, stored_len};
-use formats::checkpoint::Checkpoint;
 use crate::gguf::checkpoint_from_gguf;
 use crate::layout::TensorInfo;
+use formats::checkpoint::Checkpoint;
 
 /// The alignment of tensor data: GGUF's default.
 const ALIGNMENT: u64 = 32;
@@ -27,7 +27,7 @@ static MADE: AtomicUsize = AtomicUsize::new(0);
 
 /// The checkpoint of `infos` in `weights`, drawn with `seed`, written to a GGUF file in the temp
 /// dir, mapped, and read in place.
-pub fn mapped_checkpoint(infos: &[TensorInfo], weights: Weights, seed: u64) -> Result<Checkpoint, RandomError> {
+pub(crate) fn mapped_checkpoint(infos: &[TensorInfo], weights: Weights, seed: u64) -> Result<Checkpoint, RandomError> {
     let n = MADE.fetch_add(1, Ordering::Relaxed);
     let path = std::env::temp_dir().join(format!("stepcheck-random-{}-{n}.gguf", std::process::id()));
     let result = write(&path, infos, weights, seed).and_then(|()| read(&path));

@@ -29,7 +29,7 @@ const CHUNK: usize = 1 << 16;
 const SMALL: usize = 1 << 18;
 
 /// A random checkpoint of more stored bytes than this is written to a GGUF file and mapped.
-pub const FILE_BYTES: u128 = 1 << 30;
+pub(crate) const FILE_BYTES: u128 = 1 << 30;
 
 /// The stored type of a random checkpoint's matrices, as `--weights` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,7 +73,7 @@ impl Weights {
 
     /// The type tensor `info` is stored in: the weights' type for a matrix whose rows are whole
     /// blocks of it, else F32.
-    pub fn type_of(self, info: &TensorInfo) -> GgmlType {
+    pub(crate) fn type_of(self, info: &TensorInfo) -> GgmlType {
         let whole = |block: u64| info.shape.last().is_some_and(|&c| (c as u64).is_multiple_of(block));
         match (info.init, info.shape.len(), self.0.block()) {
             (Init::Matrix { .. }, 2.., Some((block, _))) if whole(block) => self.0,
@@ -82,7 +82,7 @@ impl Weights {
     }
 
     /// The bytes tensor `info` is stored in (saturating; no overflow for any shape).
-    pub fn bytes_of(self, info: &TensorInfo) -> u128 {
+    pub(crate) fn bytes_of(self, info: &TensorInfo) -> u128 {
         let ty = self.type_of(info);
         let (block, block_bytes) = ty.block().unwrap_or((1, 4));
         let numel = info.shape.iter().fold(1u128, |n, &d| n.saturating_mul(d as u128));
