@@ -120,7 +120,7 @@ impl Lowering<'_> {
         tpl: &Template,
         given: &[(&'static str, TensorId)],
         at: Site,
-        picks: &[(usize, Pick)],
+        picks: &[(&str, Pick)],
     ) -> Result<Found, LowerError> {
         self.m.find(tpl, given, at, picks)
     }
@@ -141,7 +141,7 @@ impl Lowering<'_> {
         first(refusals::missing_pre_norm(&self.m, h, at))?;
         let f = self.find(&t::MIXER_NORM, &[("h", h)], at, &[])?;
         let x = f.var("x");
-        let cmd = self.rms_norm(&f, 0, h, x);
+        let cmd = self.rms_norm(&f, h, "x");
         self.block(BlockKind::MixerNorm, Some(l), vec![cmd]);
         // The mixer.
         let has = |k: StateKind| self.graph().states.iter().any(|s| s.kind == k && s.layer == Some(l));
@@ -157,7 +157,7 @@ impl Lowering<'_> {
         let at = site(BlockKind::FfnNorm, Some(l));
         let f = self.find(&t::FFN_NORM, &[("h", h1)], at, &[])?;
         let x = f.var("x");
-        let cmd = self.rms_norm(&f, 0, h1, x);
+        let cmd = self.rms_norm(&f, h1, "x");
         self.block(BlockKind::FfnNorm, Some(l), vec![cmd]);
         let y = self.ffn(l, x, h1)?;
         self.residual_add(BlockKind::FfnAdd, l, h1, y, &t::FFN_ADD)
@@ -181,29 +181,28 @@ impl Lowering<'_> {
     }
 
     fn delta_net(&mut self, l: usize, x: TensorId) -> Result<TensorId, LowerError> {
-        use t::dn;
         let at = site(BlockKind::DeltaNet, Some(l));
-        let picks: [(usize, Pick); 3] = [(dn::Q_SLICE, slice_q), (dn::K_SLICE, slice_k), (dn::V_SLICE, slice_v)];
+        let picks: [(&str, Pick); 3] = [("qc", slice_q), ("kc", slice_k), ("vc", slice_v)];
         let f = self.find(&t::DELTA_NET, &[("x", x)], at, &picks)?;
         let g = self.m.graph;
-        let op = |i: usize| &g.ops[f.ops[i]];
-        let at_op = |i: usize| Site { op: Some(f.ops[i]), ..at };
+        let op = |out: &str| &g.ops[f.writer(out)];
+        let at_op = |out: &str| Site { op: Some(f.writer(out)), ..at };
         let [_, dk, _] = shape3(g.ty(f.var("state")));
-        for (i, what) in [(dn::Q_NORM, "the query l2 norm"), (dn::K_NORM, "the key l2 norm")] {
+        for (i, what) in [("qn", "the query l2 norm"), ("kn", "the key l2 norm")] {
             if let OpKind::L2Norm { eps } = op(i).kind {
                 expect_attr(at_op(i), what, "eps", 1e-6, eps)?;
             }
         }
-        if let OpKind::Scale { factor } = op(dn::Q_SCALE).kind {
-            expect_attr(at_op(dn::Q_SCALE), "the query scale", "factor", 1.0 / (dk as f64).sqrt(), factor)?;
+        if let OpKind::Scale { factor } = op("qs").kind {
+            expect_attr(at_op("qs"), "the query scale", "factor", 1.0 / (dk as f64).sqrt(), factor)?;
         }
-        if let OpKind::DeltaRule { head_map } = op(dn::DELTA).kind
+        if let OpKind::DeltaRule { head_map } = op("o").kind
             && head_map != HeadMap::Tiled
         {
-            return Err(wrong(at_op(dn::DELTA), "the delta rule", "head map", "tiled", head_map.name()));
+            return Err(wrong(at_op("o"), "the delta rule", "head map", "tiled", head_map.name()));
         }
-        glu_act(at_op(dn::GATE), "the gated norm's gate", op(dn::GATE), Act::Silu)?;
-        let eps = norm_eps(op(dn::NORM));
+        glu_act(at_op("og"), "the gated norm's gate", op("og"), Act::Silu)?;
+        let eps = norm_eps(op("on"));
         let key_heads = g.ty(f.var("q")).shape().and_then(|s| s.first().copied()).unwrap_or(0);
         let dv = g.ty(f.var("v")).shape().and_then(|s| s.get(1).copied()).unwrap_or(0);
         // Reshapes move no values: the engine's buffers are the values before them.
@@ -281,8 +280,7 @@ impl Lowering<'_> {
         let gated = bound(n::ATTN_Q, true);
         let qk_norm = bound(n::ATTN_Q_NORM, false) || bound(n::ATTN_K_NORM, false);
         let f = self.find(t::attention(gated, qk_norm), &[("x", x)], at, &[])?;
-        let uses = self.m.uses;
-        let writer = |name: &str| uses.producer(f.var(name)).unwrap_or(usize::MAX);
+        let writer = |name: &str| f.writer(name);
         let op = |name: &str| &g.ops[writer(name)];
         let at_op = |name: &str| Site { op: Some(writer(name)), ..at };
         let [heads, head_dim] = shape2(g.ty(f.var("q")));
@@ -397,10 +395,10 @@ impl Lowering<'_> {
         first(refusals::experts(&self.m, &ops, at))?;
         first(refusals::ffn_shape(&self.m, x, &ops, false, at))?;
         let f = self.find(&t::FFN, &[("x", x)], at, &[])?;
-        let product = &self.graph().ops[f.ops[t::FFN_PRODUCT]];
+        let product = &self.graph().ops[f.writer("m")];
         if product.kind != OpKind::Fused(Fused::GluActMul { act: Act::Silu }) {
             return Err(LowerError::NotSwiGlu {
-                at: Site { op: Some(f.ops[t::FFN_PRODUCT]), ..at },
+                at: Site { op: Some(f.writer("m")), ..at },
                 found: format!("{:?}", product.kind),
             });
         }
@@ -428,7 +426,7 @@ impl Lowering<'_> {
         let cmd = Command::RmsNorm {
             x: self.buf(h),
             weight: formats::names::OUTPUT_NORM.into(),
-            eps: norm_eps(&self.graph().ops[f.ops[0]]),
+            eps: norm_eps(&self.graph().ops[f.writer("x")]),
             out: self.buf(x),
         };
         self.block(BlockKind::FinalNorm, None, vec![cmd]);
@@ -437,14 +435,14 @@ impl Lowering<'_> {
         let logits = f.var("logits");
         if logits != self.graph().logits {
             return Err(LowerError::WrongTensor {
-                at: Site { op: Some(f.ops[0]), ..at },
+                at: Site { op: Some(f.writer("logits")), ..at },
                 what: "the head",
                 operand: 0,
                 expected: self.graph().name_of(self.graph().logits).into(),
                 found: self.graph().name_of(logits).into(),
             });
         }
-        let weight = self.graph().ops[f.ops[0]]
+        let weight = self.graph().ops[f.writer("logits")]
             .inputs
             .first()
             .and_then(|&w| self.graph().constant(w))
@@ -455,8 +453,10 @@ impl Lowering<'_> {
         Ok(out)
     }
 
-    fn rms_norm(&mut self, f: &Found, i: usize, x: TensorId, out: TensorId) -> Command {
-        let op = &self.graph().ops[f.ops[i]];
+    /// The `RmsNorm` of `x` that the found block's op writing `out` states: its eps and weight.
+    fn rms_norm(&mut self, f: &Found, x: TensorId, out: &str) -> Command {
+        let op = &self.graph().ops[f.writer(out)];
+        let out = f.var(out);
         let eps = norm_eps(op);
         let weight = op.inputs.get(1).and_then(|&w| self.graph().constant(w)).map(|c| c.binding.tensor.clone());
         Command::RmsNorm { x: self.buf(x), weight: weight.unwrap_or_default(), eps, out: self.buf(out) }

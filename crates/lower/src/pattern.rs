@@ -60,16 +60,23 @@ pub(crate) struct Template {
     pub exports: &'static [&'static str],
 }
 
-/// A block found in a graph: the tensor of every name and the op of every template op.
+/// A block found in a graph: the tensor of every name and the op that writes each name the
+/// template's ops write.
 pub struct Found {
     pub vars: HashMap<&'static str, TensorId>,
-    pub ops: Vec<usize>,
+    writers: HashMap<&'static str, usize>,
 }
 
 impl Found {
     /// The tensor named `name` (a template's own name: always bound once the block is found).
     pub fn var(&self, name: &str) -> TensorId {
         self.vars.get(name).copied().unwrap_or(TensorId(usize::MAX))
+    }
+
+    /// The op that writes the name `out` (a template op's output: always bound once the block is
+    /// found), so that a builder reads a template's ops by what they make, never by position.
+    pub fn writer(&self, out: &str) -> usize {
+        self.writers.get(out).copied().unwrap_or(usize::MAX)
     }
 }
 
@@ -90,13 +97,13 @@ impl<'g> Matcher<'g> {
     }
 
     /// Finds `template` starting from `given` (names already bound), at `site`; `picks` narrows
-    /// the candidates of template ops by index.
+    /// the candidates of the template ops that write the names it gives.
     pub fn find(
         &mut self,
         template: &Template,
         given: &[(&'static str, TensorId)],
         site: Site,
-        picks: &[(usize, Pick)],
+        picks: &[(&str, Pick)],
     ) -> Result<Found, LowerError> {
         let mut vars: HashMap<&'static str, TensorId> = given.iter().copied().collect();
         let mut ops = vec![usize::MAX; template.pats.len()];
@@ -113,7 +120,7 @@ impl<'g> Matcher<'g> {
                 .collect();
             let of_kind: Vec<usize> =
                 readers.iter().copied().filter(|&r| self.graph.ops[r].kind.name() == pat.kind).collect();
-            let pick = picks.iter().find(|(p, _)| *p == i).map(|(_, f)| *f);
+            let pick = picks.iter().find(|(out, _)| pat.outs.contains(out)).map(|(_, f)| *f);
             let fits: Vec<usize> = of_kind
                 .iter()
                 .copied()
@@ -174,7 +181,9 @@ impl<'g> Matcher<'g> {
             ops[i] = op;
             mine.push(op);
         }
-        let found = Found { vars, ops };
+        let writers =
+            template.pats.iter().zip(&ops).flat_map(|(p, &op)| p.outs.iter().map(move |&o| (o, op))).collect();
+        let found = Found { vars, writers };
         self.check_state_writes(template, &found, site)?;
         self.check_no_stray_reads(template, &found, &mine, site)?;
         Ok(found)

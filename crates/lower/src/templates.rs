@@ -75,19 +75,6 @@ pub(crate) const DELTA_NET: Template = Template {
     exports: &["y"],
 };
 
-/// Indexes of the Gated-DeltaNet template's ops that the builder reads attributes of.
-pub mod dn {
-    pub(crate) const Q_SLICE: usize = 7;
-    pub(crate) const K_SLICE: usize = 8;
-    pub(crate) const V_SLICE: usize = 9;
-    pub(crate) const Q_NORM: usize = 14;
-    pub(crate) const Q_SCALE: usize = 15;
-    pub(crate) const K_NORM: usize = 16;
-    pub(crate) const DELTA: usize = 17;
-    pub(crate) const NORM: usize = 18;
-    pub(crate) const GATE: usize = 20;
-}
-
 // The ops of the attention blocks, from the norm's output to the output projection.
 const Q_AND_GATE: Pat = pat(
     "the query and output gate projection",
@@ -217,9 +204,6 @@ pub const FFN: Template = Template {
     writes: &[],
     exports: &["y"],
 };
-
-/// Index of the FFN template's product.
-pub(crate) const FFN_PRODUCT: usize = 2;
 
 /// The FFN's residual add.
 pub(crate) const FFN_ADD: Template = Template {
