@@ -6,14 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use stepcheck::batch::check::{BatchVerdict, check};
 use stepcheck::batch::r#gen::{
-    BatchCase, CAPACITY, CHECK_SCHEDULES, CHECK_SNAPSHOTS, CaseFile, EVENT_KINDS, EventKind, Judged, KINDS, Mutation,
-    MutationKind, Outcome, check_cases, draw_case, draw_covering, expected, judge, kinds_of,
+    BatchCase, BatchOutcome, CAPACITY, CHECK_SCHEDULES, CHECK_SNAPSHOTS, CaseFile, EVENT_KINDS, EventKind, Judged,
+    KINDS, Mutation, MutationKind, check_cases, draw_case, draw_covering, expected, judge, kinds_of,
 };
 use stepcheck::batch::plan::lower_schedule;
 use stepcheck::batch::prove::SlotVerdict;
 use stepcheck::batch::schedule::Schedule;
 use stepcheck::batch::{BatchProgram, StateIndex};
-use stepcheck::check::Stage;
+use stepcheck::check::Comparison;
 use stepcheck::engine::run::{BatchRow, EngineRunner, RunnerState, StateValue};
 use stepcheck::engine::{EngineState, KquantInputs, Numerics, Program, Storage, lower::lower_graph, shim::EngineShim};
 use stepcheck::formats::gguf::GgmlType;
@@ -192,10 +192,10 @@ fn a_pool_without_room_is_refused_by_name() -> Result<()> {
 /// and the interpreters' (`refuted/witness`, `proved/agree`, `inconclusive/witness`, …).
 fn label(j: &Judged) -> String {
     let check = match &j.actual {
-        Outcome::Refused(name) => return format!("refused {name}"),
-        Outcome::Agree => "agree",
-        Outcome::Disagree { .. } => "witness",
-        Outcome::Inconclusive => "inconclusive",
+        BatchOutcome::Refused(name) => return format!("refused {name}"),
+        BatchOutcome::Agree => "agree",
+        BatchOutcome::Disagree { .. } => "witness",
+        BatchOutcome::Inconclusive => "inconclusive",
     };
     format!("{}/{check}", j.proof.as_ref().map_or("unproved", |p| p.word()))
 }
@@ -299,13 +299,13 @@ fn generated(numerics: Numerics, seeds: std::ops::Range<u64>) -> Result<()> {
         // witness names the sequence and the step where it first reads a state not its own.
         assert_eq!(j.actual, j.expected, "{}", what());
         if case.mutation.is_none() {
-            let want = case.refusal.map_or(Outcome::Agree, Outcome::Refused);
+            let want = case.refusal.map_or(BatchOutcome::Agree, BatchOutcome::Refused);
             assert_eq!(j.actual, want, "{numerics}: seed {seed}: an unmutated schedule\n{}", case.schedule);
             if case.refusal.is_none() {
                 assert!(matches!(j.proof, Some(SlotVerdict::Proved { .. })), "{}: {:?}", what(), j.proof);
             }
         }
-        if let (Outcome::Disagree { seq, step }, BatchVerdict::Disagree(w)) = (&j.actual, &j.verdict) {
+        if let (BatchOutcome::Disagree { seq, step }, BatchVerdict::Disagree(w)) = (&j.actual, &j.verdict) {
             assert_eq!(
                 (w.seq, w.step),
                 (*seq, *step),
@@ -313,22 +313,22 @@ fn generated(numerics: Numerics, seeds: std::ops::Range<u64>) -> Result<()> {
             );
             // A state read from the wrong place is a wrong computation, which the exact run shows
             // whatever the storage: never a matter of the numerics' tolerance.
-            assert_eq!(w.stage, Stage::Structure, "{}", what());
+            assert_eq!(w.stage, Comparison::Structure, "{}", what());
         }
         // The proof and the interpreters never contradict each other: a proved plan agrees; a
         // refuted one is caught, at the proof's sequence and step unless an undecided difference
         // came first.
         match &j.proof {
-            Some(SlotVerdict::Proved { .. }) => assert_eq!(j.actual, Outcome::Agree, "proved: {}", what()),
+            Some(SlotVerdict::Proved { .. }) => assert_eq!(j.actual, BatchOutcome::Agree, "proved: {}", what()),
             Some(p @ SlotVerdict::Refuted { undecided_before, .. }) => {
-                assert!(matches!(j.actual, Outcome::Disagree { .. }), "refuted, not caught: {p}\n{}", what());
+                assert!(matches!(j.actual, BatchOutcome::Disagree { .. }), "refuted, not caught: {p}\n{}", what());
                 if !undecided_before {
                     let (seq, step) = p.refuted_at().ok_or("a refutation names where")?;
-                    assert_eq!(j.actual, Outcome::Disagree { seq, step }, "{p}\n{}", what());
+                    assert_eq!(j.actual, BatchOutcome::Disagree { seq, step }, "{p}\n{}", what());
                 }
             }
             Some(SlotVerdict::Inconclusive { .. }) => {}
-            None => assert!(matches!(j.actual, Outcome::Refused(_)), "unproved: {}", what()),
+            None => assert!(matches!(j.actual, BatchOutcome::Refused(_)), "unproved: {}", what()),
         }
         *tally.entry((case.mutation.map(|m| m.kind()), label(&j))).or_default() += 1;
     }
@@ -384,7 +384,7 @@ fn covering_schedules_hold_every_kind_the_pool_allows_and_run() -> Result<()> {
                 let kinds = kinds_of(&case.schedule, n);
                 assert!(want.is_subset(&kinds), "{at}holds {kinds:?}");
                 let lowered = lower_schedule(&case.schedule, &pool).map_err(|e| format!("{at}{e}"))?;
-                assert_eq!(expected(&pool, &lowered), Outcome::Agree, "{at}");
+                assert_eq!(expected(&pool, &lowered), BatchOutcome::Agree, "{at}");
                 sizes = (sizes.0.min(case.schedule.events.len()), sizes.1.max(case.schedule.events.len()));
             }
         }
@@ -468,9 +468,9 @@ fn the_batch_corpus_replays() -> Result<()> {
         // their sequence and step where they disagree; undecided (a slot whose storage was never
         // zeroed or copied: modular #6681's fork) leaves the catch to them.
         match (&j.proof, &j.actual) {
-            (None, Outcome::Refused(_)) | (Some(SlotVerdict::Proved { .. }), Outcome::Agree) => {}
-            (Some(SlotVerdict::Inconclusive { .. }), Outcome::Disagree { .. }) => {}
-            (Some(p @ SlotVerdict::Refuted { .. }), Outcome::Disagree { seq, step }) => {
+            (None, BatchOutcome::Refused(_)) | (Some(SlotVerdict::Proved { .. }), BatchOutcome::Agree) => {}
+            (Some(SlotVerdict::Inconclusive { .. }), BatchOutcome::Disagree { .. }) => {}
+            (Some(p @ SlotVerdict::Refuted { .. }), BatchOutcome::Disagree { seq, step }) => {
                 assert_eq!(p.refuted_at(), Some((*seq, *step)), "{name}: {p}")
             }
             (p, o) => panic!("{name}: the proof {p:?} against the interpreters' {o}"),

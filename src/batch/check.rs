@@ -28,7 +28,7 @@ use super::run::{BatchArithmetic, BatchRunError, BatchRunner, RowObserver};
 use super::schedule::{Schedule, Seq};
 use super::{BatchError, BatchProgram};
 use crate::check::weights::Weights;
-use crate::check::{CheckError, CommandCheck, EXACT, Found, Stage, Unjudged, Witness, Worst, flat, mapped};
+use crate::check::{CheckError, CommandCheck, Comparison, EXACT, Found, Unjudged, Witness, Worst, flat, mapped};
 use crate::engine::run::{Real, Rounding, StateData, StepObserver, StepView};
 use crate::interp::{Runner, StateSnapshot};
 use crate::ir::Graph;
@@ -58,17 +58,17 @@ pub enum BatchVerdict {
 pub struct BatchWitness {
     pub seq: Seq,
     /// Which comparison found it.
-    pub stage: Stage,
-    /// The Command that wrote the value ([`Stage::Command`]).
+    pub stage: Comparison,
+    /// The Command that wrote the value ([`Comparison::Command`]).
     pub command: Option<String>,
     /// The step (0-based, counting the schedule's decodes); the number of steps for the end state.
     pub step: usize,
     /// `logits`, or the name of a piece of carried state.
     pub tensor: String,
     /// The index in the tensor, row-major in the reference's layout (the engine's for
-    /// [`Stage::Command`]).
+    /// [`Comparison::Command`]).
     pub index: usize,
-    /// The value judged against: the reference's (the meaning's midpoint for [`Stage::Command`]).
+    /// The value judged against: the reference's (the meaning's midpoint for [`Comparison::Command`]).
     pub reference: f64,
     /// The value judged: the engine's.
     pub engine: f64,
@@ -336,7 +336,7 @@ struct Judge {
 }
 
 impl Judge {
-    fn new(stage: Stage, tol: f64) -> Judge {
+    fn new(stage: Comparison, tol: f64) -> Judge {
         Judge { worst: Worst::new(stage, tol), first: None }
     }
 
@@ -376,7 +376,7 @@ pub(crate) fn check_lowered(
     if let Some(v) = reference.non_finite(graph, steps) {
         return Ok(v);
     }
-    let mut structure = Judge::new(Stage::Structure, EXACT);
+    let mut structure = Judge::new(Comparison::Structure, EXACT);
     for ((seq, step, want), (_, _, got)) in reference.rows.iter().zip(&exact.rows) {
         structure.tensor(*seq, *step, "logits", want, got);
     }
@@ -410,7 +410,7 @@ pub(crate) fn check_lowered(
     // watched run's to the bit (the kernels' rule: a vector's sum has one order whatever its
     // batch), or the verdict above would be about another computation than the one the engine runs.
     let batched = engine_run::<f32, ()>(pool, checkpoint, lowered, Rounding::Stored, None)?.map_err(again)?;
-    let mut same = Judge::new(Stage::Command, 0.0);
+    let mut same = Judge::new(Comparison::Command, 0.0);
     watched.map(f64::from).compare_with(&batched.map(f64::from), &mut same);
     if let Some(w) = same.first {
         return Ok(BatchVerdict::Disagree(BatchWitness { batched: true, ..w }));
@@ -499,14 +499,14 @@ mod tests {
         // structure, which keeps every stored value exactly; the old batched check refused to
         // judge it at all.
         type Edit = fn(&mut crate::model::ModelSpec);
-        type Case = (Bug, Edit, Numerics, Stage, (Seq, usize));
+        type Case = (Bug, Edit, Numerics, Comparison, (Seq, usize));
         let (s0, s2) = (Seq(0), Seq(2));
         let cases: [Case; 5] = [
-            (Bug::EngineGatedNormEpsFixed, large_eps, Numerics::F32, Stage::Structure, (s0, 0)),
-            (Bug::EngineL2EpsOutsideSqrt, |_| {}, Numerics::BF16, Stage::Structure, (s0, 0)),
-            (Bug::EngineRopeBackwards, |_| {}, Numerics::F32, Stage::Structure, (s2, 1)),
-            (Bug::EngineGroupedValueHeads, |_| {}, f16, Stage::Structure, (s0, 0)),
-            (Bug::EngineF16AsBf16, |_| {}, f16, Stage::Command, (s0, 0)),
+            (Bug::EngineGatedNormEpsFixed, large_eps, Numerics::F32, Comparison::Structure, (s0, 0)),
+            (Bug::EngineL2EpsOutsideSqrt, |_| {}, Numerics::BF16, Comparison::Structure, (s0, 0)),
+            (Bug::EngineRopeBackwards, |_| {}, Numerics::F32, Comparison::Structure, (s2, 1)),
+            (Bug::EngineGroupedValueHeads, |_| {}, f16, Comparison::Structure, (s0, 0)),
+            (Bug::EngineF16AsBf16, |_| {}, f16, Comparison::Command, (s0, 0)),
         ];
         for (bug, edit, numerics, stage, at) in cases {
             let clean = verdict_of(edit, numerics)?;

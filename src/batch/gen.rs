@@ -271,7 +271,7 @@ impl FromStr for Mutation {
 
 /// The outcome a batched case must have, and the outcome it had.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum BatchOutcome {
     /// Refused by name (a [`super::BatchError`]'s name).
     Refused(&'static str),
     /// Every sequence computes what it computes alone.
@@ -282,38 +282,38 @@ pub enum Outcome {
     Inconclusive,
 }
 
-impl fmt::Display for Outcome {
+impl fmt::Display for BatchOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Outcome::Refused(name) => write!(f, "refused {name}"),
-            Outcome::Agree => write!(f, "agree"),
-            Outcome::Disagree { seq, step } => write!(f, "disagree {seq} step {step}"),
-            Outcome::Inconclusive => write!(f, "inconclusive"),
+            BatchOutcome::Refused(name) => write!(f, "refused {name}"),
+            BatchOutcome::Agree => write!(f, "agree"),
+            BatchOutcome::Disagree { seq, step } => write!(f, "disagree {seq} step {step}"),
+            BatchOutcome::Inconclusive => write!(f, "inconclusive"),
         }
     }
 }
 
-impl Outcome {
+impl BatchOutcome {
     /// The outcome a verdict reports.
-    pub fn of(verdict: &BatchVerdict) -> Outcome {
+    pub fn of(verdict: &BatchVerdict) -> BatchOutcome {
         match verdict {
-            BatchVerdict::Agree { .. } => Outcome::Agree,
-            BatchVerdict::Refused(e) => Outcome::Refused(e.name()),
-            BatchVerdict::Disagree(w) => Outcome::Disagree { seq: w.seq, step: w.step },
-            BatchVerdict::Inconclusive { .. } => Outcome::Inconclusive,
+            BatchVerdict::Agree { .. } => BatchOutcome::Agree,
+            BatchVerdict::Refused(e) => BatchOutcome::Refused(e.name()),
+            BatchVerdict::Disagree(w) => BatchOutcome::Disagree { seq: w.seq, step: w.step },
+            BatchVerdict::Inconclusive { .. } => BatchOutcome::Inconclusive,
         }
     }
 }
 
 /// The outcome a (possibly mutated) lowered case must have, decided without running it: the
 /// plan's validation, then the symbolic run.
-pub fn expected(pool: &BatchProgram, lowered: &Lowered) -> Outcome {
+pub fn expected(pool: &BatchProgram, lowered: &Lowered) -> BatchOutcome {
     if let Err(e) = lowered.plan.validate(pool) {
-        return Outcome::Refused(e.name());
+        return BatchOutcome::Refused(e.name());
     }
     match follow(pool, lowered) {
-        Finding::Proved => Outcome::Agree,
-        Finding::Refuted { seq, step } => Outcome::Disagree { seq, step },
+        Finding::Proved => BatchOutcome::Agree,
+        Finding::Refuted { seq, step } => BatchOutcome::Disagree { seq, step },
     }
 }
 
@@ -922,8 +922,8 @@ pub enum JudgeError {
 /// is refused, so there is nothing to prove).
 #[derive(Clone, Debug)]
 pub struct Judged {
-    pub expected: Outcome,
-    pub actual: Outcome,
+    pub expected: BatchOutcome,
+    pub actual: BatchOutcome,
     pub verdict: BatchVerdict,
     pub proof: Option<SlotVerdict>,
 }
@@ -941,8 +941,8 @@ pub fn judge(
         Ok(l) => l,
         Err(e) => {
             let verdict = BatchVerdict::Refused(e);
-            let expected = case.refusal.map_or(Outcome::Agree, Outcome::Refused);
-            return Ok(Judged { expected, actual: Outcome::of(&verdict), verdict, proof: None });
+            let expected = case.refusal.map_or(BatchOutcome::Agree, BatchOutcome::Refused);
+            return Ok(Judged { expected, actual: BatchOutcome::of(&verdict), verdict, proof: None });
         }
     };
     if let Some(m) = case.mutation
@@ -951,17 +951,17 @@ pub fn judge(
         return Err(JudgeError::NoSite(m.to_string()));
     }
     let expected = match case.refusal {
-        Some(name) => Outcome::Refused(name),
+        Some(name) => BatchOutcome::Refused(name),
         None => expected(&pool, &lowered),
     };
     let proof = lowered.plan.validate(&pool).is_ok().then(|| prove_slots(&pool, &lowered));
     let verdict = check_lowered(graph, &pool, checkpoint, &lowered)?;
-    Ok(Judged { expected, actual: Outcome::of(&verdict), verdict, proof })
+    Ok(Judged { expected, actual: BatchOutcome::of(&verdict), verdict, proof })
 }
 
 /// A batched case file (`tests/corpus_batch/*.case`): `#` comments (what the case caught, in
 /// prose), then `preset <name>`, `pool slots=<n> batch=<n> snapshots=<n>`, an optional
-/// `mutation <kind> <site>`, `expect <outcome>` (as [`Outcome`] prints), and `schedule` followed by
+/// `mutation <kind> <site>`, `expect <outcome>` (as [`BatchOutcome`] prints), and `schedule` followed by
 /// the schedule's text form to the end of the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CaseFile {

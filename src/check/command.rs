@@ -21,7 +21,7 @@ use std::rc::Rc;
 use super::bound::Ball;
 use super::meaning::{Reads, Written, meaning};
 use super::storage::{Place, round_to, stored_as};
-use super::verdict::{Stage, Unjudged, Witness};
+use super::verdict::{Comparison, Unjudged, Witness};
 use super::weights::Weights;
 use crate::engine::numerics::Storage;
 use crate::engine::program::{Buf, Command, Program, StateRef};
@@ -134,7 +134,7 @@ impl<'p, 'c> CommandCheck<'p, 'c> {
     /// where it was `kept`.
     fn changed(&mut self, site: &str, tensor: &str, index: usize, kept: f32, engine: f32) {
         self.fail(Witness {
-            stage: Stage::Command,
+            stage: Comparison::Command,
             step: self.step,
             command: Some(format!("{site}: a value it does not write changed")),
             tensor: tensor.to_string(),
@@ -160,7 +160,7 @@ impl<'p, 'c> CommandCheck<'p, 'c> {
     fn judge(&mut self, site: &str, tensor: &str, at: usize, balls: &[Ball], values: &[f32], storage: Storage) {
         if balls.len() != values.len() {
             let witness = Witness {
-                stage: Stage::Command,
+                stage: Comparison::Command,
                 step: self.step,
                 command: Some(site.to_string()),
                 tensor: tensor.to_string(),
@@ -188,7 +188,7 @@ impl<'p, 'c> CommandCheck<'p, 'c> {
                         format!("{site}, stored as no {storage} value")
                     };
                     worst = Some(Witness {
-                        stage: Stage::Command,
+                        stage: Comparison::Command,
                         step: self.step,
                         command: Some(command),
                         tensor: tensor.to_string(),
@@ -317,7 +317,7 @@ impl StepObserver<f32> for CommandCheck<'_, '_> {
                 Written::Position(p) => {
                     if view.position() != *p {
                         let witness = Witness {
-                            stage: Stage::Command,
+                            stage: Comparison::Command,
                             step: self.step,
                             command: Some(site.to_string()),
                             tensor: "position".into(),

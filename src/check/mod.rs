@@ -26,7 +26,7 @@ pub mod weights;
 
 pub use command::{CommandCheck, Found};
 pub use tolerance::EXACT;
-pub use verdict::{Stage, Unjudged, Verdict, Witness};
+pub use verdict::{Comparison, Unjudged, Verdict, Witness};
 
 use crate::engine::program::Program;
 use crate::engine::run::{EngineRunner, Real, Rounding, RunError, StateValue};
@@ -92,7 +92,7 @@ pub fn compare_with(
     }
     let last = tokens.len() - 1;
     let exact = engine_run::<f64>(program, checkpoint, tokens, Rounding::Exact)?;
-    let mut structure = Worst::new(Stage::Structure, EXACT);
+    let mut structure = Worst::new(Comparison::Structure, EXACT);
     for (step, (r, e)) in reference.logits.iter().zip(&exact.logits).enumerate() {
         structure.tensor(step, "logits", r, e);
     }
@@ -142,7 +142,7 @@ pub(crate) fn compare_graph_runs(
     if steps < MIN_STEPS || f.logits.len() != steps {
         return Err(CheckError::TooFewSteps { steps: steps.min(f.logits.len()) });
     }
-    let mut worst = Worst::new(Stage::Shim, EXACT);
+    let mut worst = Worst::new(Comparison::Shim, EXACT);
     for (step, (x, y)) in a.logits.iter().zip(&f.logits).enumerate() {
         worst.tensor(step, "logits", x, y);
     }
@@ -272,7 +272,7 @@ pub fn mapped<R: Real>(
 /// tolerance (the largest error relative to its tensor's scale), never merely the first. The
 /// batched check (`crate::batch::check`) keeps one per comparison too.
 pub(crate) struct Worst {
-    stage: Stage,
+    stage: Comparison,
     tol: f64,
     /// How many values were compared.
     pub(crate) values: usize,
@@ -286,7 +286,7 @@ pub(crate) struct Worst {
 
 impl Worst {
     /// A comparison of `stage` within `tol` of each tensor's scale, nothing compared yet.
-    pub(crate) fn new(stage: Stage, tol: f64) -> Worst {
+    pub(crate) fn new(stage: Comparison, tol: f64) -> Worst {
         Worst { stage, tol, values: 0, max_abs: 0.0, max_rel: 0.0, witness: None }
     }
 

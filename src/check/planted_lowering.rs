@@ -2,7 +2,7 @@
 //! the prover with the Commands named; a sigmoid gate swapped in the lowering and, to match, in the
 //! prover's meaning is proved (by design) and caught by the numeric check alone.
 
-use crate::check::{Stage, Verdict, compare};
+use crate::check::{Comparison, Verdict, compare};
 use crate::engine::{BlockKind, Command, Numerics, Program, lower::lower_graph, shim::EngineShim};
 use crate::ir::Graph;
 use crate::model::{author::decode_step, presets, random::random_checkpoint};
@@ -82,6 +82,6 @@ fn a_prover_meaning_that_matches_a_swapped_gate_is_proved_and_the_numeric_check_
     assert!(!clean.is_empty() && gates(&program) == clean, "the lowering's half of the bug is planted");
     assert!(v.is_proved(), "a prover meaning written to match the lowering proves it: {v}");
     let planted = numeric(&fused, &program)?;
-    assert!(matches!(&planted, Ok(Verdict::Disagree(w)) if w.stage == Stage::Structure), "{planted:?}");
+    assert!(matches!(&planted, Ok(Verdict::Disagree(w)) if w.stage == Comparison::Structure), "{planted:?}");
     Ok(())
 }

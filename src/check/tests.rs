@@ -47,12 +47,12 @@ fn every_planted_engine_bug_of_issue_8_is_a_disagreement_at_its_stage() -> Resul
     // excused as ill-conditioned, the second and the last were agree or inconclusive at
     // reduced storage, and RoPE's direction was invisible at one step.
     type Edit = fn(&mut crate::model::ModelSpec);
-    let cases: [(Bug, Edit, Numerics, Stage); 5] = [
-        (Bug::EngineGatedNormEpsFixed, large_eps, Numerics::F32, Stage::Structure),
-        (Bug::EngineL2EpsOutsideSqrt, |_| {}, Numerics::BF16, Stage::Structure),
-        (Bug::EngineRopeBackwards, |_| {}, Numerics::F32, Stage::Structure),
-        (Bug::EngineF16AsBf16, |_| {}, f16, Stage::Command),
-        (Bug::EngineF16AsBf16, |_| {}, f16_cache, Stage::Command),
+    let cases: [(Bug, Edit, Numerics, Comparison); 5] = [
+        (Bug::EngineGatedNormEpsFixed, large_eps, Numerics::F32, Comparison::Structure),
+        (Bug::EngineL2EpsOutsideSqrt, |_| {}, Numerics::BF16, Comparison::Structure),
+        (Bug::EngineRopeBackwards, |_| {}, Numerics::F32, Comparison::Structure),
+        (Bug::EngineF16AsBf16, |_| {}, f16, Comparison::Command),
+        (Bug::EngineF16AsBf16, |_| {}, f16_cache, Comparison::Command),
     ];
     for (bug, edit, numerics, stage) in cases {
         let clean = verdict_of(edit, numerics, &[3, 1])?;
@@ -83,7 +83,10 @@ fn a_kquant_input_quantized_otherwise_than_the_numerics_say_is_a_disagreement() 
         // up to half a step: each is a disagreement at the first k-quant matvec.
         for bug in [Bug::EngineQ8kTowardZero, Bug::EngineQ8kIgnored] {
             let planted = planted::with(bug, run)?;
-            assert!(matches!(&planted, Verdict::Disagree(w) if w.stage == Stage::Command), "{ty} {bug:?}: {planted}");
+            assert!(
+                matches!(&planted, Verdict::Disagree(w) if w.stage == Comparison::Command),
+                "{ty} {bug:?}: {planted}"
+            );
         }
     }
     Ok(())
@@ -91,7 +94,7 @@ fn a_kquant_input_quantized_otherwise_than_the_numerics_say_is_a_disagreement() 
 
 #[test]
 fn the_witness_is_the_worst_value_not_the_first() {
-    let mut w = Worst::new(Stage::Structure, 1e-3);
+    let mut w = Worst::new(Comparison::Structure, 1e-3);
     w.tensor(0, "logits", &[1.0, 2.0, 3.0], &[1.01, 2.5, 3.0]);
     w.tensor(1, "logits", &[1.0, 2.0, 3.0], &[1.0, 2.0, 3.2]);
     let got = w.witness.map(|w| (w.step, w.index, w.engine));
@@ -119,7 +122,7 @@ fn a_shim_that_fuses_a_gelu_as_the_conv_silu_is_caught_with_a_witness() -> Resul
     let ckpt = random_checkpoint(&spec, 1);
     assert_eq!(compare_graphs(&silu, &fused, &ckpt, &[3, 1])?, None, "the true shim");
     let w = compare_graphs(&authored, &fused, &ckpt, &[3, 1])?.ok_or("a mis-fusion agreed")?;
-    assert_eq!(w.stage, Stage::Shim);
+    assert_eq!(w.stage, Comparison::Shim);
     Ok(())
 }
 
@@ -195,7 +198,7 @@ fn every_planted_engine_bug_of_issue_28_is_a_disagreement_at_the_command_that_ru
         let planted = planted::with(bug, || verdict_at(&setting))?;
         let Verdict::Disagree(w) = &planted else { panic!("{name}: {planted}") };
         let command = w.command.as_deref().unwrap_or_default();
-        assert!(w.stage == Stage::Command && command.contains(unit), "{name}: {planted}");
+        assert!(w.stage == Comparison::Command && command.contains(unit), "{name}: {planted}");
         if std::env::var("SHOW").is_ok() {
             println!("| {name} | {planted} |");
         }

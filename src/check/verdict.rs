@@ -20,7 +20,7 @@ pub enum Verdict {
 
 /// Which comparison a witness comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stage {
+pub enum Comparison {
     /// The authored graph against the graph the shim fused, both in the reference interpreter.
     Shim,
     /// The engine's units over f64, every stored value kept exactly, against the reference: the
@@ -34,23 +34,23 @@ pub enum Stage {
 /// A value computed differently by the two sides of a comparison: the worst one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Witness {
-    pub stage: Stage,
-    /// The step (0-based) after which the value was read (during which, for [`Stage::Command`]).
+    pub stage: Comparison,
+    /// The step (0-based) after which the value was read (during which, for [`Comparison::Command`]).
     pub step: usize,
-    /// The Command that wrote the value ([`Stage::Command`]): where it sits in the program.
+    /// The Command that wrote the value ([`Comparison::Command`]): where it sits in the program.
     pub command: Option<String>,
     /// `logits`, the name of a piece of carried state, or a buffer's name.
     pub tensor: String,
     /// The index in the tensor, row-major in the reference's layout (the engine's for
-    /// [`Stage::Command`]).
+    /// [`Comparison::Command`]).
     pub index: usize,
-    /// The value judged against: the reference's (the meaning's midpoint for [`Stage::Command`],
-    /// the authored graph's for [`Stage::Shim`]).
+    /// The value judged against: the reference's (the meaning's midpoint for [`Comparison::Command`],
+    /// the authored graph's for [`Comparison::Shim`]).
     pub reference: f64,
-    /// The value judged: the engine's (the fused graph's for [`Stage::Shim`]).
+    /// The value judged: the engine's (the fused graph's for [`Comparison::Shim`]).
     pub engine: f64,
     /// The tolerance it is out of, in absolute terms (the relative tolerance times the tensor's
-    /// scale; the distance its bound allows from the midpoint for [`Stage::Command`]).
+    /// scale; the distance its bound allows from the midpoint for [`Comparison::Command`]).
     pub tolerance: f64,
     /// The error relative to the tensor's scale.
     pub relative: f64,
@@ -74,12 +74,12 @@ impl Verdict {
     }
 }
 
-impl Stage {
+impl Comparison {
     pub fn name(self) -> &'static str {
         match self {
-            Stage::Shim => "shim",
-            Stage::Structure => "structure",
-            Stage::Command => "command",
+            Comparison::Shim => "shim",
+            Comparison::Structure => "structure",
+            Comparison::Command => "command",
         }
     }
 }
@@ -122,9 +122,9 @@ impl fmt::Display for Witness {
             (None, stage) => write!(
                 f,
                 "at step {step} in {tensor}[{index}]: {} {} {} {} (rel error {:.2e}, tolerance {:.2e})",
-                if stage == Stage::Shim { "authored" } else { "reference" },
+                if stage == Comparison::Shim { "authored" } else { "reference" },
                 self.reference,
-                if stage == Stage::Shim { "fused" } else { "engine" },
+                if stage == Comparison::Shim { "fused" } else { "engine" },
                 self.engine,
                 self.relative,
                 self.tolerance

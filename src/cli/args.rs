@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser};
 
 use crate::engine::Numerics;
 use crate::limits::{self, Budget, MAX_STEPS, MemoryError, Need};
@@ -38,11 +38,13 @@ const EXIT_EXPLAIN: &str = "Exit status: 0 the case has its stated outcome; 1 it
 #[command(name = "stepcheck", version, after_help = EXIT)]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Subcommand,
 }
 
-#[derive(Subcommand, Debug)]
-pub enum Command {
+/// A subcommand of the CLI (`stepcheck <subcommand>`): not to be confused with an engine
+/// program's `Command`.
+#[derive(clap::Subcommand, Debug)]
+pub enum Subcommand {
     /// Print the step graph the author writes for a model (`--fused`: as the engine's shim leaves it).
     #[command(after_help = EXIT_GRAPH)]
     Graph(GraphArgs),
@@ -73,11 +75,12 @@ pub enum Command {
 #[derive(Args, Debug)]
 pub struct CorpusArgs {
     #[command(subcommand)]
-    pub command: CorpusCommand,
+    pub command: CorpusSubcommand,
 }
 
-#[derive(Subcommand, Debug)]
-pub enum CorpusCommand {
+/// A subcommand of `stepcheck corpus`.
+#[derive(clap::Subcommand, Debug)]
+pub enum CorpusSubcommand {
     /// Turn a fuzz artifact (libFuzzer's input bytes) into a case file with its current outcome.
     Import {
         /// The artifact.
@@ -300,10 +303,10 @@ pub fn check_sizes(cli: &Cli) -> Result<(), MemoryError> {
         _ => Ok(()),
     };
     match &cli.command {
-        Command::Run(a) => {
+        Subcommand::Run(a) => {
             a.model.preset.as_deref().map_or(Ok(()), |p| fits(p, a.tokens.0.len(), a.weights, a.max_gib))
         }
-        Command::Check(a) => a.preset.iter().try_for_each(|p| fits(p, a.steps, a.weights, a.max_gib)),
+        Subcommand::Check(a) => a.preset.iter().try_for_each(|p| fits(p, a.steps, a.weights, a.max_gib)),
         _ => Ok(()),
     }
 }

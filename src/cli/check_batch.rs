@@ -8,7 +8,7 @@ use super::CliError;
 use super::args::CheckArgs;
 use crate::batch::BatchProgram;
 use crate::batch::check::{BatchVerdict, check_lowered};
-use crate::batch::r#gen::{self as bgen, EVENT_KINDS, EventKind, Outcome};
+use crate::batch::r#gen::{self as bgen, BatchOutcome, EVENT_KINDS, EventKind};
 use crate::batch::plan::lower_schedule;
 use crate::batch::prove::prove_batch;
 use crate::engine::{lower::lower_graph, shim::EngineShim};
@@ -96,15 +96,15 @@ pub(crate) fn check_batch(a: &CheckArgs, n: usize) -> Result<ExitCode, CliError>
             };
             let (expected, verdict) = match &lowered {
                 Ok(l) => (bgen::expected(&pool, l), check_lowered(&graph, &pool, ckpt, l)?),
-                Err(e) => (Outcome::Refused(e.name()), BatchVerdict::Refused(e.clone())),
+                Err(e) => (BatchOutcome::Refused(e.name()), BatchVerdict::Refused(e.clone())),
             };
             let symbolic = match &expected {
-                Outcome::Agree => "slots isolated".to_string(),
+                BatchOutcome::Agree => "slots isolated".to_string(),
                 other => other.to_string(),
             };
             // The interpreters must give the outcome validation and the symbolic run predict.
-            let ok = Outcome::of(&verdict) == expected
-                && case.refusal.is_none_or(|r| expected == Outcome::Refused(r))
+            let ok = BatchOutcome::of(&verdict) == expected
+                && case.refusal.is_none_or(|r| expected == BatchOutcome::Refused(r))
                 && proved_if_run;
             if !ok {
                 tally.exit = tally.exit.max(1);

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::CliError;
-use super::args::{CorpusArgs, CorpusCommand};
+use super::args::{CorpusArgs, CorpusSubcommand};
 use crate::r#gen::Case;
 use crate::r#gen::file::{CaseFile, PLACEHOLDER, outcome_kind};
 use crate::r#gen::oracle::judge;
@@ -16,8 +16,8 @@ use crate::limits::{MAX_CASE_FILE_BYTES, read_text};
 
 pub fn corpus(a: CorpusArgs) -> Result<ExitCode, CliError> {
     match a.command {
-        CorpusCommand::Import { artifact, out } => import(&artifact, out.as_deref()),
-        CorpusCommand::Review { dir } => review(&dir),
+        CorpusSubcommand::Import { artifact, out } => import(&artifact, out.as_deref()),
+        CorpusSubcommand::Review { dir } => review(&dir),
     }
 }
 

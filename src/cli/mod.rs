@@ -46,21 +46,21 @@ mod verdict;
 
 use std::process::ExitCode;
 
-pub use args::{Cli, Command, ModelArgs, check_sizes};
+pub use args::{Cli, ModelArgs, Subcommand, check_sizes};
 
 /// Runs one command; what it prints goes to stdout, progress to stderr. A closed stdout ends it
 /// with exit status 0; any other error is printed as `error: …` with exit status 2.
 pub fn main(cli: Cli) -> ExitCode {
     let result = match cli.command {
-        Command::Graph(a) => graph::graph(a),
-        Command::Lower(a) => lower::lower(a),
-        Command::Run(a) => run::run(a),
-        Command::Check(a) if a.batch.is_some() => check_batch::check_batch(&a, a.batch.unwrap_or(1)),
-        Command::Check(a) => check::check(a),
-        Command::Verdict(a) => verdict::verdict(a),
-        Command::Corpus(a) => corpus::corpus(a),
-        Command::Explain(a) => explain::explain(a),
-        Command::Prove(a) => prove::prove_cmd(a),
+        Subcommand::Graph(a) => graph::graph(a),
+        Subcommand::Lower(a) => lower::lower(a),
+        Subcommand::Run(a) => run::run(a),
+        Subcommand::Check(a) if a.batch.is_some() => check_batch::check_batch(&a, a.batch.unwrap_or(1)),
+        Subcommand::Check(a) => check::check(a),
+        Subcommand::Verdict(a) => verdict::verdict(a),
+        Subcommand::Corpus(a) => corpus::corpus(a),
+        Subcommand::Explain(a) => explain::explain(a),
+        Subcommand::Prove(a) => prove::prove_cmd(a),
     };
     match result {
         Ok(code) => code,

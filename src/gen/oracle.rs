@@ -326,7 +326,7 @@ mod tests {
     //! reaches its stage-by-stage verdict, named at the stage that catches it.
 
     use super::*;
-    use crate::check::Stage as CheckStage;
+    use crate::check::Comparison;
     use crate::engine::{Numerics, Storage};
     use crate::model::presets::preset;
     use crate::planted::{self, Bug};
@@ -345,11 +345,11 @@ mod tests {
     fn a_planted_bug_is_unsound_at_its_stage_and_the_clean_case_agrees() {
         let f16 = Numerics { activations: Storage::F16, kv_cache: Storage::F16, ..Numerics::F32 };
         let cases = [
-            (Bug::EngineRopeBackwards, Numerics::F32, CheckStage::Structure),
-            (Bug::EngineL2EpsOutsideSqrt, Numerics::BF16, CheckStage::Structure),
-            (Bug::EngineGroupedValueHeads, Numerics::F32, CheckStage::Structure),
-            (Bug::ReferenceTiledKvHeads, Numerics::F32, CheckStage::Structure),
-            (Bug::EngineF16AsBf16, f16, CheckStage::Command),
+            (Bug::EngineRopeBackwards, Numerics::F32, Comparison::Structure),
+            (Bug::EngineL2EpsOutsideSqrt, Numerics::BF16, Comparison::Structure),
+            (Bug::EngineGroupedValueHeads, Numerics::F32, Comparison::Structure),
+            (Bug::ReferenceTiledKvHeads, Numerics::F32, Comparison::Structure),
+            (Bug::EngineF16AsBf16, f16, Comparison::Command),
         ];
         for (bug, numerics, stage) in cases {
             let clean = judged(None, numerics);

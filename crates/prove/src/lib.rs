@@ -61,18 +61,18 @@ pub(crate) const NODE_LIMIT: usize = 4_000_000;
 
 /// Which two of the three terms an output's proof relates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stage {
+pub enum Link {
     /// The authored graph and the fused graph (the shim).
     AuthoredFused,
     /// The fused graph and the program (the lowering), through the layout maps.
     FusedProgram,
 }
 
-impl fmt::Display for Stage {
+impl fmt::Display for Link {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Stage::AuthoredFused => "authored ≡ fused",
-            Stage::FusedProgram => "fused ≡ program",
+            Link::AuthoredFused => "authored ≡ fused",
+            Link::FusedProgram => "fused ≡ program",
         })
     }
 }
@@ -81,7 +81,7 @@ impl fmt::Display for Stage {
 /// builder applied inside it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OutputProof {
-    pub stage: Stage,
+    pub stage: Link,
     pub output: String,
     pub size: usize,
     pub lemmas: BTreeMap<Lemma, usize>,
@@ -106,7 +106,7 @@ pub struct Proof {
 /// difference is definite.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Refutation {
-    pub stage: Stage,
+    pub stage: Link,
     pub output: String,
     pub why: String,
     /// The first differing subterm of the graph's side (for the program stage: the fused graph's
@@ -225,21 +225,21 @@ impl Prover<'_> {
         let a = graph_terms::graph_terms(&mut self.dag, authored).map_err(|e| format!("the authored graph: {e}"))?;
         let f = graph_terms::graph_terms(&mut self.dag, fused).map_err(|e| format!("the fused graph: {e}"))?;
         // Authored ≡ fused: the same outputs, state by state.
-        if let Some(r) = self.equal(Stage::AuthoredFused, "logits", a.logits, f.logits) {
+        if let Some(r) = self.equal(Link::AuthoredFused, "logits", a.logits, f.logits) {
             return Ok(r);
         }
         for s in &a.states {
             let name = state_name(s.kind, s.layer);
             let Some(t) = f.states.iter().find(|t| t.kind == s.kind && t.layer == s.layer) else {
-                return Ok(missing(Stage::AuthoredFused, &name, "the fused graph has no such state"));
+                return Ok(missing(Link::AuthoredFused, &name, "the fused graph has no such state"));
             };
-            if let Some(r) = self.equal(Stage::AuthoredFused, &name, s.out, t.out) {
+            if let Some(r) = self.equal(Link::AuthoredFused, &name, s.out, t.out) {
                 return Ok(r);
             }
         }
         if let Some(t) = f.states.iter().find(|t| !a.states.iter().any(|s| s.kind == t.kind && s.layer == t.layer)) {
             return Ok(missing(
-                Stage::AuthoredFused,
+                Link::AuthoredFused,
                 &state_name(t.kind, t.layer),
                 "the authored graph has no such state",
             ));
@@ -247,7 +247,7 @@ impl Prover<'_> {
         // Fused ≡ program: the program's states correspond to the graph's by the layout maps.
         let kinds = match program_state_kinds(program) {
             Ok(k) => k,
-            Err(why) => return Ok(missing(Stage::FusedProgram, "states", &why)),
+            Err(why) => return Ok(missing(Link::FusedProgram, "states", &why)),
         };
         let mut maps = vec![];
         let mut states_in = vec![];
@@ -256,14 +256,14 @@ impl Prover<'_> {
             let name = state_name(kind, layer);
             let Some(g) = f.states.iter().find(|g| g.kind == kind && g.layer == layer) else {
                 return Ok(missing(
-                    Stage::FusedProgram,
+                    Link::FusedProgram,
                     &name,
                     &format!("the graph has no state for the program's {}", s.name),
                 ));
             };
             let map = match layout::layout_map(kind, &g.ty, &s.layout) {
                 Ok(m) => m,
-                Err(e) => return Ok(missing(Stage::FusedProgram, &name, &e.to_string())),
+                Err(e) => return Ok(missing(Link::FusedProgram, &name, &e.to_string())),
             };
             let leaf = graph_terms::state_leaf(&mut self.dag, kind, layer);
             states_in.push(self.apply(map, leaf));
@@ -274,20 +274,20 @@ impl Prover<'_> {
             .iter()
             .find(|g| !(0..program.states.len()).any(|i| kinds[i] == g.kind && program.states[i].layer == g.layer))
         {
-            return Ok(missing(Stage::FusedProgram, &state_name(g.kind, g.layer), "the program keeps no such state"));
+            return Ok(missing(Link::FusedProgram, &state_name(g.kind, g.layer), "the program keeps no such state"));
         }
         let p = match program_terms::program_terms(&mut self.dag, program, &states_in) {
             Ok(p) => p,
             Err(u) => {
                 let output = u.at.as_ref().map_or("logits".to_string(), |at| at.to_string());
                 let why = format!("the program does not read as a step: {}", u.why);
-                return Ok(missing(Stage::FusedProgram, &output, &why));
+                return Ok(missing(Link::FusedProgram, &output, &why));
             }
         };
         self.reads = p.reads;
         if let Some(m) = p.misplaced.first() {
             return Ok(missing(
-                Stage::FusedProgram,
+                Link::FusedProgram,
                 &format!("rounding of {}", m.what),
                 &format!("stored as {}, where the numerics {} store it as {}", m.found, program.numerics, m.expected),
             ));
@@ -295,12 +295,12 @@ impl Prover<'_> {
         if self.dag.len() > NODE_LIMIT {
             return Ok(ProofVerdict::Inconclusive { why: format!("more than {NODE_LIMIT} term nodes") });
         }
-        if let Some(r) = self.equal(Stage::FusedProgram, "logits", f.logits, p.logits) {
+        if let Some(r) = self.equal(Link::FusedProgram, "logits", f.logits, p.logits) {
             return Ok(r);
         }
         for (i, (map, out, name)) in maps.into_iter().enumerate() {
             let want = self.apply(map, out);
-            if let Some(r) = self.equal(Stage::FusedProgram, &name, want, p.states[i]) {
+            if let Some(r) = self.equal(Link::FusedProgram, &name, want, p.states[i]) {
                 return Ok(r);
             }
         }
@@ -334,7 +334,7 @@ impl Prover<'_> {
 
     /// `None` when `a` and `b` are one node (recording the output's proof); else the verdict their
     /// first difference gives.
-    fn equal(&mut self, stage: Stage, output: &str, a: Id, b: Id) -> Option<ProofVerdict> {
+    fn equal(&mut self, stage: Link, output: &str, a: Id, b: Id) -> Option<ProofVerdict> {
         if a == b {
             let cone = self.dag.cone(a);
             let mut lemmas = BTreeMap::new();
@@ -394,7 +394,7 @@ impl Prover<'_> {
     }
 }
 
-fn missing(stage: Stage, output: &str, why: &str) -> ProofVerdict {
+fn missing(stage: Link, output: &str, why: &str) -> ProofVerdict {
     ProofVerdict::Refuted(Box::new(Refutation {
         stage,
         output: output.into(),
