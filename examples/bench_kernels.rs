@@ -5,7 +5,7 @@
 //! each its own, so that they come from memory as in a step; and the head `[248320, 1024]`), on 2
 //! threads, medians of several passes:
 //!
-//! 1. `matvec` against streaming the same stored bytes once (`bench::par_sum_bytes`): GB/s of
+//! 1. `matvec` against streaming the same stored bytes once (`timing::par_sum_bytes`): GB/s of
 //!    stored bytes and their ratio (1 is the memory bound);
 //! 2. `matmat` for batches of 1, 2, 4 and 8 vectors, and each batch's time over a batch of 1's;
 //! 3. the rows split over threads spawned per call (`std::thread::scope`) against persistent
@@ -13,13 +13,16 @@
 //!
 //! The figures go in docs/PERFORMANCE.md.
 
+#[path = "common/timing.rs"]
+mod timing;
+
 use std::hint::black_box;
 
 use stepcheck::engine::KquantInputs;
-use stepcheck::engine::run::bench::{median_secs, par_sum_bytes};
 use stepcheck::engine::run::kernels::{Isa, Matrix, detected, matmat_with, threads::Strategy};
 use stepcheck::formats::gguf::GgmlType;
 use stepcheck::model::{presets, spec::Mixer};
+use timing::{median_secs, par_sum_bytes};
 
 /// Runs per median.
 const RUNS: usize = 7;

@@ -10,12 +10,15 @@
 //! first rows, so the two are seen to compute the same dot products. The figure decides whether
 //! the kernels may be safe code (docs/PERFORMANCE.md).
 
+#[path = "common/timing.rs"]
+mod timing;
+
 use std::hint::black_box;
 
 use pulp::{Arch, Simd, WithSimd};
-use stepcheck::engine::run::bench::median_secs;
 use stepcheck::engine::run::kernels::{Isa, Matrix, detected, matmat_on};
 use stepcheck::formats::gguf::GgmlType;
+use timing::median_secs;
 
 const ROWS: usize = 3584;
 const COLS: usize = 1024;

@@ -5,13 +5,15 @@
 //! summing every weight the program reads (the memory bound of a step), their ratio; then the median
 //! time of the shim and of `lower_graph` for the 0.8B preset and for a 64-layer spec of its sizes.
 
+#[path = "common/timing.rs"]
+mod timing;
+
 use std::hint::black_box;
 use std::time::Instant;
 
-use stepcheck::engine::run::bench::median_secs;
-use stepcheck::engine::run::matvec::par_sum;
 use stepcheck::engine::{Command, EngineRunner, Numerics, lower::lower_graph, shim::EngineShim};
 use stepcheck::model::{ModelSpec, author::decode_step, presets, random::random_checkpoint};
+use timing::{median_secs, par_sum};
 
 const RUNS: usize = 9;
 

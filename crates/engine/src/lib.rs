@@ -13,10 +13,9 @@
 //! judging the program's structure apart from its numerics, with no second copy of the math.
 
 pub mod batched;
-pub mod bench;
+mod dot;
 mod error;
 pub mod kernels;
-pub mod matvec;
 mod plan;
 #[cfg(test)]
 mod planted_runs;

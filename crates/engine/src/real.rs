@@ -65,12 +65,12 @@ pub trait Real:
     const NEG_INFINITY: Self;
     /// `x` rounded to `storage`'s nearest value (round to nearest even); f32 storage keeps it.
     fn round_to(self, storage: Storage) -> Self;
-    /// `Σ a[i]·b[i]` as [`super::matvec::dot`] computes it.
+    /// `Σ a[i]·b[i]` as [`super::dot::dot`] computes it.
     fn dot<W: Copy>(a: &[W], b: &[Self]) -> Self
     where
         Self: From<W>,
     {
-        super::matvec::lanes(a, b)
+        super::dot::lanes(a, b)
     }
     /// `out = m · x` for a matrix in its stored type, `x` of `m.cols()` values and `out` of
     /// `m.rows()`, the rows over up to `threads` threads: each row's exact dequantized values

@@ -9,8 +9,8 @@
 //! Lengths are the runner's to validate: a unit trusts that its slices have the lengths its
 //! command implies.
 
+use super::dot::{PARALLEL_VALUES, dot};
 use super::kernels::Matrix;
-use super::matvec::{PARALLEL_VALUES, dot};
 use super::real::{Keep, Real};
 use super::state::{ConvWindow, DeltaState, KvCache};
 use formats::scalar;

@@ -40,7 +40,7 @@ pub fn parts() -> usize {
 /// The persistent workers: one fewer than the machine's cores (the calling thread is the last), or
 /// none when the system will not start them (a thread limit): the parts then run on the calling
 /// thread, one after another, with the same values.
-pub(crate) fn pool() -> Option<&'static rayon::ThreadPool> {
+pub fn pool() -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

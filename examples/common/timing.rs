@@ -1,7 +1,20 @@
-//! Timing helpers for the engine's benchmarks (`examples/bench_engine.rs`).
+//! Timing helpers the benchmark examples share (included by `#[path]`; not part of the library):
+//! medians of wall time, and the cost of streaming values or stored bytes once, the memory bound a
+//! step or a kernel is measured against.
+
+#![allow(dead_code)]
 
 use std::hint::black_box;
+use std::thread;
 use std::time::Instant;
+
+use stepcheck::engine::run::kernels::threads::{PARALLEL_BYTES, pool};
+
+/// The independent accumulators of [`sum`].
+const LANES: usize = 16;
+
+/// A slice of at least this many values is summed on several threads.
+const PARALLEL_VALUES: usize = 1 << 20;
 
 /// The median wall time of `runs` calls of `f` (after one warm-up call), in seconds. `f`'s result
 /// is kept from the optimiser.
@@ -18,54 +31,39 @@ pub fn median_secs<T>(runs: usize, mut f: impl FnMut() -> T) -> f64 {
     times[times.len() / 2]
 }
 
-/// The medians of one matvec shape over `count` distinct matrices in turn (a layer's matrix is
-/// read from memory, not from cache, when each of many layers has its own): the matvecs, and
-/// streaming the same values once.
-#[derive(Clone, Copy, Debug)]
-pub struct MatVecTiming {
-    pub rows: usize,
-    pub cols: usize,
-    pub count: usize,
-    pub threads: usize,
-    /// Seconds per pass of `w · x` over every matrix.
-    pub matvec: f64,
-    /// Seconds per pass summing every matrix's values.
-    pub stream: f64,
-}
-
-impl MatVecTiming {
-    /// The bytes of one pass over the matrices (f32).
-    pub fn bytes(&self) -> f64 {
-        (self.count * self.rows * self.cols * 4) as f64
-    }
-
-    /// The matvec's time over the streaming time: 1 is the memory bound.
-    pub fn ratio(&self) -> f64 {
-        self.matvec / self.stream
-    }
-}
-
-/// Times the engine's matvec over `w`, `count` consecutive `[rows, x.len()]` matrices, against
-/// streaming `w` once, each on `threads` threads, as the medians of `runs` passes.
-pub fn matvec_vs_stream(w: &[f32], count: usize, x: &[f32], threads: usize, runs: usize) -> MatVecTiming {
-    let per = w.len() / count.max(1);
-    let rows = per / x.len().max(1);
-    let mut out = vec![0.0; rows];
-    let matvec = median_secs(runs, || {
-        for m in w.chunks_exact(per.max(1)) {
-            super::matvec::par_matvec(m, x, &mut out, threads);
+/// `Σ x[i]`, in f32, with [`LANES`] independent accumulators: the cost of streaming `x` once.
+pub fn sum(x: &[f32]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let c = x.chunks_exact(LANES);
+    let rest = c.remainder();
+    for x in c {
+        for i in 0..LANES {
+            acc[i] += x[i];
         }
-        out.first().copied()
-    });
-    let stream =
-        median_secs(runs, || w.chunks_exact(per.max(1)).map(|m| super::matvec::par_sum(m, threads)).sum::<f32>());
-    MatVecTiming { rows, cols: x.len(), count, threads, matvec, stream }
+    }
+    acc.iter().sum::<f32>() + rest.iter().sum::<f32>()
+}
+
+/// `Σ x[i]` as [`sum`], split over up to `threads` threads: the time to stream `x` once, the bound
+/// a matvec over the same values is measured against.
+pub fn par_sum(x: &[f32], threads: usize) -> f32 {
+    if threads <= 1 || x.len() < PARALLEL_VALUES {
+        return sum(x);
+    }
+    let per = x.len().div_ceil(threads);
+    thread::scope(|s| {
+        let mut parts = x.chunks(per);
+        let first = parts.next();
+        let handles: Vec<_> = parts.map(|p| s.spawn(move || sum(p))).collect();
+        let mine = first.map_or(0.0, sum);
+        mine + handles.into_iter().map(|h| h.join().unwrap_or(f32::NAN)).sum::<f32>()
+    })
 }
 
 /// `Σ` of `bytes` read as little-endian u64 words (wrapping), with 8 independent accumulators, on
 /// this thread: the cost of streaming a stored matrix once, whatever its type. A tail of fewer than
 /// 8 bytes is left out.
-pub(crate) fn sum_bytes(bytes: &[u8]) -> u64 {
+fn sum_bytes(bytes: &[u8]) -> u64 {
     let mut acc = [0u64; 8];
     let (words, _) = bytes.as_chunks::<64>();
     for w in words {
@@ -79,16 +77,16 @@ pub(crate) fn sum_bytes(bytes: &[u8]) -> u64 {
 
 /// [`sum_bytes`] split over up to `threads` threads as the kernels split a matrix (persistent
 /// workers, the caller taking the first part), when `bytes` is at least
-/// [`super::kernels::threads::PARALLEL_BYTES`] long.
+/// [`PARALLEL_BYTES`] long.
 pub fn par_sum_bytes(bytes: &[u8], threads: usize) -> u64 {
-    if threads <= 1 || bytes.len() < super::kernels::threads::PARALLEL_BYTES {
+    if threads <= 1 || bytes.len() < PARALLEL_BYTES {
         return sum_bytes(bytes);
     }
     let per = bytes.len().div_ceil(threads);
     let parts: Vec<&[u8]> = bytes.chunks(per).collect();
     let mut sums = vec![0u64; parts.len()];
     let (first, rest) = sums.split_first_mut().expect("at least one part");
-    match super::kernels::threads::pool() {
+    match pool() {
         Some(pool) => pool.in_place_scope(|s| {
             for (part, sum) in parts[1..].iter().zip(rest.iter_mut()) {
                 s.spawn(move |_| *sum = sum_bytes(part));
