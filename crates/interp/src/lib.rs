@@ -7,8 +7,7 @@
 //! delta-rule states, empty caches); a step reads it, runs the ops in order and carries each
 //! state's end-of-step value to the next step.
 
-// `deny`, not `forbid`: ndarray's `s!` macro allows unsafe code inside its own expansion.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 mod ops;
 mod values;

@@ -539,14 +539,16 @@ fn attention(
         let m = head_map.source(h, nh, nkv);
         #[cfg(any(test, feature = "planted"))]
         let m = if planted::is(planted::Bug::ReferenceTiledKvHeads) { h % nkv } else { m };
-        let scores: Vec<f64> = (first..t).map(|j| scale * q.row(h).dot(&keys.slice(ndarray::s![m, j, ..]))).collect();
+        let scores: Vec<f64> = (first..t)
+            .map(|j| scale * q.row(h).dot(&keys.index_axis(Axis(0), m).index_axis_move(Axis(0), j)))
+            .collect();
         let sink = sinks.map(|s| s[h]);
         let max = scores.iter().chain(sink.iter()).fold(f64::NEG_INFINITY, |a, &b| a.max(b));
         let exps: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
         let denominator = exps.iter().sum::<f64>() + sink.map_or(0.0, |s| (s - max).exp());
         for (e, j) in exps.iter().zip(first..t) {
             let a = e / denominator;
-            out.row_mut(h).scaled_add(a, &values.slice(ndarray::s![m, j, ..]));
+            out.row_mut(h).scaled_add(a, &values.index_axis(Axis(0), m).index_axis_move(Axis(0), j));
         }
     }
     Ok(out.into_dyn())
