@@ -49,7 +49,7 @@ impl Drop for Folder {
 
 // ---------------------------------------------------------------------------------------------
 // Boundary: the HF checkpoint. Its tensor names and shapes as transformers' `Qwen3_5` modules
-// hold them (facts §4), stated here independently of the loader's own name table.
+// hold them, stated here independently of the loader's own name table.
 
 #[derive(Clone, Debug)]
 struct HfTensor {

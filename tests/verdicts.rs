@@ -1,5 +1,5 @@
 //! Every family's verdict, from its real `config.json`: accepted, or refused with every construct
-//! the engine has no unit for, in reading order (`facts/model-families.md`, `docs/FAMILIES.md`).
+//! the engine has no unit for, in reading order (`docs/FAMILIES.md`).
 //! The configs are the hub's (and transformers 5's forms where they differ); the mixtures of
 //! experts keep their first few layers, so that authoring every expert keeps the test quick.
 //!

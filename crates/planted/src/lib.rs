@@ -15,7 +15,8 @@ use std::cell::Cell;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bug {
     /// The engine's delta rule reads key head `h / (Hv/Hk)` (grouped) for value head `h`, where the
-    /// checkpoint's value heads are tiled (`h mod Hk`): the GGUF loader bug of prior-art.md.
+    /// checkpoint's value heads are tiled (`h mod Hk`): a GGUF loader bug seen in
+    /// real engines (a loader without the inverse of the converter's tiled value-head order).
     EngineGroupedValueHeads,
     /// The reference's attention reads KV head `h mod nKV` for query head `h` instead of
     /// `h / (nH/nKV)`.

@@ -1,6 +1,6 @@
 //! The author: writes one decode step of a spec as a step graph, op by op, in the order
-//! transformers computes it (`facts/qwen35-decode-step.md` §3–5), with every constant bound to its
-//! checkpoint tensor and view. The constructs of other families are written the way those families
+//! transformers computes it (`modeling_qwen3_5.py`'s decoder layer, its Gated DeltaNet and its
+//! attention), with every constant bound to its checkpoint tensor and view. The constructs of other families are written the way those families
 //! compute them: experts in [`experts`], latent attention in [`latent`], scaled RoPE in [`rope`].
 
 mod experts;

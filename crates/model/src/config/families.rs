@@ -5,7 +5,7 @@
 //! config does not say otherwise, how it encodes a sliding window, and its own rules: each a
 //! condition on the config's fields (or none, for what the family's code hard-codes) and the
 //! construct it implies. [`COMMON`] holds the rules every family follows: fields that mean the same
-//! wherever they appear. The facts behind each row are in `facts/model-families.md` and
+//! wherever they appear. The facts behind each row, read from each family's transformers code, are in
 //! `docs/FAMILIES.md`.
 
 use super::construct::Construct;
@@ -89,7 +89,7 @@ pub enum FfnForm {
     None,
 }
 
-/// How a config encodes a sliding window (`facts/model-families.md` §2). A `layer_types` list
+/// How a config encodes a sliding window (docs/FAMILIES.md, "The config encodings that decide a verdict"). A `layer_types` list
 /// decides in every family: its `sliding_attention` and `chunked_attention` entries slide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Window {

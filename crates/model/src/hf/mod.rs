@@ -1,7 +1,7 @@
 //! Loading a Hugging Face Qwen3.5 folder (`config.json` and safetensors weights) into the canonical
 //! checkpoint.
 //!
-//! The weights are read through the transforms llama.cpp's converter applies (facts §8), so the
+//! The weights are read through the transforms llama.cpp's converter (`convert_hf_to_gguf.py`) applies, so the
 //! checkpoint holds what a qwen35 GGUF of the same model holds: GGUF names; zero-centred norm
 //! weights stored as `1 + w` (all but `linear_attn.norm`); `ssm_a = −exp(A_log)`; `dt_bias` as
 //! `ssm_dt.bias`; the conv weight squeezed to `[C, K]`; value heads in tiled order wherever they

@@ -1,5 +1,5 @@
-//! Hugging Face Qwen3.5 tensor names and the GGUF names they map to, as llama.cpp's converter maps
-//! them (facts §8).
+//! Hugging Face Qwen3.5 tensor names and the GGUF names they map to, as llama.cpp's converter
+//! (`convert_hf_to_gguf.py`) maps them.
 
 use super::transform::Rule;
 use formats::names::{self, layer as n};
