@@ -7,7 +7,7 @@
 
 use clap::Parser as _;
 use libfuzzer_sys::fuzz_target;
-use stepcheck::cli::{Cli, Command, check_sizes};
+use stepcheck::cli::{Cli, Subcommand, check_sizes};
 use stepcheck::limits::MAX_STEPS;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,8 +15,8 @@ fuzz_target!(|data: &[u8]| {
     let args = std::iter::once("stepcheck").chain(text.split('\0'));
     let Ok(cli) = Cli::try_parse_from(args) else { return };
     match &cli.command {
-        Command::Check(a) => assert!(a.steps <= MAX_STEPS, "--steps {} accepted", a.steps),
-        Command::Run(a) => assert!(a.tokens.0.len() <= MAX_STEPS, "{} tokens accepted", a.tokens.0.len()),
+        Subcommand::Check(a) => assert!(a.steps <= MAX_STEPS, "--steps {} accepted", a.steps),
+        Subcommand::Run(a) => assert!(a.tokens.0.len() <= MAX_STEPS, "{} tokens accepted", a.tokens.0.len()),
         _ => {}
     }
     let _ = check_sizes(&cli);
