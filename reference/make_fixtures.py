@@ -117,7 +117,7 @@ def set_eager(model):
 
 
 def qwen35_randomize_(model, seed: int, emb_std: float = 1.0) -> None:
-    """Every parameter O(1)-scaled and != its init value (facts §9). emb_std < 1 for tied heads, otherwise the
+    """Every parameter O(1)-scaled and != its init value. emb_std < 1 for tied heads, otherwise the
     logit of the input token dominates (e_t . norm(e_t + ...)) and argmax just echoes the input."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -202,7 +202,7 @@ def hf_name_to_gguf(name: str) -> str:
 
 
 def gguf_transform(name: str, t: torch.Tensor, tc: dict) -> torch.Tensor:
-    """llama.cpp convert_hf_to_gguf.py value transforms for arch qwen35 (facts §8):
+    """llama.cpp convert_hf_to_gguf.py value transforms for arch qwen35:
     Qwen3NextModel.modify_tensors + _LinearAttentionVReorderBase.modify_tensors."""
     t = t.detach().clone().to(torch.float32)
     Hk, Hv = tc["linear_num_key_heads"], tc["linear_num_value_heads"]
@@ -754,7 +754,7 @@ QWEN35_MOE_NOTES = """\
 
 Line refs: `models/qwen3_5_moe/modeling_qwen3_5_moe.py` unless named. Verified by `reference/check_refused.py` (numpy, max|diff| ~2e-6).
 
-1. Everything except the MLP is dense Qwen3.5 (shared/facts/qwen35-decode-step.md sec 1-5): zero-centred RMSNorm `(1+w)` (:949), Gated DeltaNet linear-attention layers, gated full attention, partial NeoX RoPE (factor 0.25 -> rd=4 of hd=16), no embedding scale. EVERY layer's MLP is `Qwen3_5MoeSparseMoeBlock` (:965); there is no dense MLP.
+1. Everything except the MLP is dense Qwen3.5 (modeling_qwen3_5.py): zero-centred RMSNorm `(1+w)` (:949), Gated DeltaNet linear-attention layers, gated full attention, partial NeoX RoPE (factor 0.25 -> rd=4 of hd=16), no embedding scale. EVERY layer's MLP is `Qwen3_5MoeSparseMoeBlock` (:965); there is no dense MLP.
 2. Router (:902-911): `probs = softmax_fp32(mlp.gate.weight @ x)` over ALL experts; top-k on probs; renormalise the k picked: `w = p / sum(p)` -- unconditional (no norm_topk_prob flag).
 3. Expert e (:884): in memory `gate_up_proj [E, 2I, H]`, `gate, up = linear(x, gate_up_proj[e]).chunk(2)` -- first I rows are gate, next I rows up (concatenated, NOT interleaved); `y_e = down_proj[e] @ (silu(gate) * up)`.
 4. Shared expert (:918, :926-930): `s = shared_expert.down(silu(shared_expert.gate(x)) * shared_expert.up(x))` (intermediate `shared_expert_intermediate_size`); `mlp(x) = sum_e w_e y_e + sigmoid(shared_expert_gate.weight [1,H] . x) * s`.
