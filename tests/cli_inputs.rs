@@ -93,6 +93,30 @@ fn a_size_over_its_limit_is_refused_with_its_limit_and_status_2() {
 }
 
 #[test]
+fn a_flag_at_zero_over_its_limit_or_changing_nothing_is_refused_with_status_2() {
+    // (arguments, what stderr says)
+    let cases: &[(&[&str], &str)] = &[
+        (&["check", "--preset", "tiny", "--batch", "0"], "`--batch` is 0, it must be at least 1"),
+        (&["check", "--preset", "tiny", "--batch", "1000000"], "`--batch` is 1000000, the limit is 64"),
+        (&["prove", "--preset", "tiny", "--layers", "0"], "`--layers` is 0, it must be at least 1"),
+        (&["prove", "--preset", "tiny", "--layers", "1000000"], "`--layers` is 1000000, the limit is 1024"),
+        (
+            &["prove", "--preset", "tiny", "--layers", "8", "--interval", "0"],
+            "`--interval` is 0, it must be at least 1",
+        ),
+        (&["prove", "--preset", "tiny", "--interval", "2"], "the following required arguments were not provided"),
+        (&["check", "--preset", "tiny", "--batch", "2", "--json"], "cannot be used with"),
+        (&["check", "tests/missing.gguf", "--weights", "q8_0"], "cannot be used with"),
+        (&["run", "tests/missing.gguf", "--tokens", "1", "--weights", "q8_0"], "cannot be used with"),
+    ];
+    for (args, says) in cases {
+        let o = stepcheck(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).starts_with("error:") && stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
 fn a_model_too_large_for_the_memory_is_refused_with_what_it_needs() {
     let o = stepcheck(&["run", "--preset", "qwen3.5-9b-style", "--tokens", "1", "--max-gib", "4"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

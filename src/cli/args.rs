@@ -127,8 +127,9 @@ pub struct CheckArgs {
     pub steps: usize,
     /// The stored type of the presets' random matrices: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1,
     /// q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs (norms and biases stay f32). A checkpoint
-    /// over 1 GiB is written to a GGUF file in the temp dir and mapped.
-    #[arg(long, default_value = "f32", value_parser = parse_weights)]
+    /// over 1 GiB is written to a GGUF file in the temp dir and mapped. Not with model paths: a
+    /// file's weights are stored as they are.
+    #[arg(long, default_value = "f32", value_parser = parse_weights, conflicts_with = "models")]
     pub weights: Weights,
     /// Storage types `act[/kv[/state[/kquant-inputs]]]`, e.g. `bf16`, `f32/f32/f32/q8_k`.
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
@@ -138,15 +139,15 @@ pub struct CheckArgs {
     #[arg(long, value_parser = parse_gib, allow_hyphen_values = true)]
     pub max_gib: Option<f64>,
     /// Print one JSON object: `{"models":[{model, verdict, refusal, commands, max_abs, max_rel,
-    /// tolerance, steps, seconds, detail}, …], "summary":{…}}`.
-    #[arg(long)]
+    /// tolerance, steps, seconds, detail}, …], "summary":{…}}`. Not with `--batch`.
+    #[arg(long, conflicts_with = "batch")]
     pub json: bool,
     /// Check batched decode instead: per model, three schedules generated from the seeds `--seed`,
     /// `--seed`+1 and `--seed`+2 on a pool of N slots and batches of up to N rows, each holding
     /// every event kind the pool allows (admit, decode, finish, reuse of a freed slot, fork,
     /// rollback, a partial batch), judged by validation, the proof, the symbolic slot run and the
-    /// interpreters.
-    #[arg(long, value_name = "N")]
+    /// interpreters. N is 1 to 64.
+    #[arg(long, value_name = "N", value_parser = parse_batch)]
     pub batch: Option<usize>,
 }
 
@@ -209,11 +210,12 @@ pub struct ProveArgs {
     /// Storage types `act[/kv[/state[/kquant-inputs]]]`, e.g. `bf16`, `f32/f32/f32/q8_k`.
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
     pub numerics: Numerics,
-    /// Give the model this many layers (attention every `--interval`-th), e.g. to time a deep spec.
-    #[arg(long)]
+    /// Give the model this many layers, 1 to 1024 (attention every `--interval`-th), e.g. to time a
+    /// deep spec.
+    #[arg(long, value_parser = parse_layers)]
     pub layers: Option<usize>,
-    /// With `--layers`: every how many layers one is attention.
-    #[arg(long, default_value_t = 4)]
+    /// With `--layers`: every how many layers one is attention (1 to 1024).
+    #[arg(long, default_value_t = 4, value_parser = parse_interval, requires = "layers")]
     pub interval: usize,
 }
 
@@ -232,8 +234,8 @@ pub struct RunArgs {
     /// Which interpreter runs the model.
     #[arg(long, value_enum, default_value = "engine")]
     pub interp: Interp,
-    /// The stored type of a preset's random matrices (see `check --weights`).
-    #[arg(long, default_value = "f32", value_parser = parse_weights)]
+    /// The stored type of a preset's random matrices (see `check --weights`); not with a model path.
+    #[arg(long, default_value = "f32", value_parser = parse_weights, conflicts_with = "model")]
     pub weights: Weights,
     /// The engine's storage types `act[/kv[/state[/kquant-inputs]]]`, e.g. `bf16`, `f32/f32/f32/q8_k`.
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
@@ -264,6 +266,21 @@ pub struct VerdictArgs {
 /// Reads `--steps`: a count of at most [`MAX_STEPS`].
 pub(crate) fn parse_steps(s: &str) -> Result<usize, String> {
     limits::parse_count("`--steps`", s, MAX_STEPS)
+}
+
+/// Reads `--batch`: 1 to [`limits::MAX_BATCH`] slots.
+pub(crate) fn parse_batch(s: &str) -> Result<usize, String> {
+    limits::parse_positive("`--batch`", s, limits::MAX_BATCH)
+}
+
+/// Reads `--layers`: 1 to [`limits::MAX_FLAG_LAYERS`].
+pub(crate) fn parse_layers(s: &str) -> Result<usize, String> {
+    limits::parse_positive("`--layers`", s, limits::MAX_FLAG_LAYERS)
+}
+
+/// Reads `--interval`: 1 to [`limits::MAX_FLAG_LAYERS`].
+pub(crate) fn parse_interval(s: &str) -> Result<usize, String> {
+    limits::parse_positive("`--interval`", s, limits::MAX_FLAG_LAYERS)
 }
 
 /// Reads `--tokens`: token ids separated by commas, spaces or both, at most [`MAX_STEPS`] of them.
