@@ -117,6 +117,28 @@ fn a_flag_at_zero_over_its_limit_or_changing_nothing_is_refused_with_status_2() 
 }
 
 #[test]
+fn a_fifo_a_directory_or_a_device_in_place_of_a_file_is_refused_by_what_it_is() {
+    let dir = scratch("not-files");
+    let (fifo, gguf) = (dir.join("config.json"), dir.join("model.gguf"));
+    assert!(Command::new("mkfifo").arg(&fifo).arg(&gguf).status().is_ok_and(|s| s.success()), "mkfifo");
+    // (arguments, what stderr says). A FIFO with no writer blocked `verdict` and `explain` forever.
+    let cases: &[(&[&str], &str)] = &[
+        (&["verdict", path(&fifo)], "not a regular file: a FIFO"),
+        (&["explain", path(&fifo)], "not a regular file: a FIFO"),
+        (&["verdict", path(&dir)], "not a regular file: a FIFO"),
+        (&["explain", path(&dir)], "not a regular file: a directory"),
+        (&["run", path(&gguf), "--tokens", "1"], "not a regular file: a FIFO"),
+        (&["verdict", path(&gguf)], "not a regular file: a FIFO"),
+    ];
+    for (args, says) in cases {
+        let o = stepcheck(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    std::fs::remove_dir_all(&dir).expect("removed");
+}
+
+#[test]
 fn a_model_too_large_for_the_memory_is_refused_with_what_it_needs() {
     let o = stepcheck(&["run", "--preset", "qwen3.5-9b-style", "--tokens", "1", "--max-gib", "4"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

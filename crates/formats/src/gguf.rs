@@ -13,7 +13,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -723,7 +722,7 @@ impl GgufFile {
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         let path = path.as_ref().to_path_buf();
         let io = |source| GgufError::Io { path: path.clone(), source };
-        let file = File::open(&path).map_err(io)?;
+        let file = crate::open::open_regular(&path).map_err(io)?;
         let map = crate::checkpoint::map_file(&file).map_err(io)?;
         let info = parse(&map)?;
         Ok(GgufFile { path, map: Arc::new(map), info })

@@ -10,5 +10,6 @@ pub mod bind;
 pub mod checkpoint;
 pub mod gguf;
 pub mod names;
+pub mod open;
 pub mod quants;
 pub mod scalar;

@@ -89,7 +89,7 @@ pub fn load_family_folder(dir: &Path) -> Result<(ModelSpec, Checkpoint), FamilyE
 
 fn read_config(dir: &Path) -> Result<(ModelSpec, &'static Family), FamilyError> {
     let path = dir.join("config.json");
-    let text = std::fs::read_to_string(&path).map_err(|source| FamilyError::Io { path, source })?;
+    let text = crate::hf::read_bounded(&path, crate::hf::MAX_CONFIG_BYTES)?;
     let root: Value = serde_json::from_str(&text).map_err(|e| FamilyError::Json(e.to_string()))?;
     let c = Fields::of(&root, "")?;
     let model_type = c.str_opt("model_type")?.unwrap_or_default();

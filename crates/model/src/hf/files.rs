@@ -2,7 +2,6 @@
 //! `model.safetensors.index.json` lists. Every file is checked before a tensor of it is read.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -90,7 +89,7 @@ fn with_file<T>(
     read: impl FnOnce(&Path, &SafeTensors, &Arc<Mmap>) -> Result<T, LoadError>,
 ) -> Result<T, LoadError> {
     let io = |source| LoadError::Io { path: path.to_path_buf(), source };
-    let file = File::open(path).map_err(io)?;
+    let file = formats::open::open_regular(path).map_err(io)?;
     let map = Arc::new(formats::checkpoint::map_file(&file).map_err(io)?);
     read(path, &checked(path, &map)?, &map)
 }

@@ -109,7 +109,7 @@ pub fn weight_file_bytes(dir: &Path) -> Result<u128, LoadError> {
 pub fn read_bounded(path: &Path, limit: u64) -> Result<String, LoadError> {
     use std::io::Read as _;
     let io = |source| LoadError::Io { path: path.to_path_buf(), source };
-    let file = std::fs::File::open(path).map_err(io)?;
+    let file = formats::open::open_regular(path).map_err(io)?;
     let size = file.metadata().map_err(io)?.len();
     if size > limit {
         return Err(LoadError::TooLarge { path: path.to_path_buf(), size, limit });
