@@ -13,6 +13,10 @@ use stepcheck::model::config::{MAX_LAYERS, MAX_SIZE, read_config_json};
 use stepcheck::model::hf::{self, MAX_CONFIG_BYTES, tensors_from_bytes};
 use stepcheck::model::presets;
 
+#[path = "common/scratch.rs"]
+mod scratch;
+use scratch::scratch;
+
 // ---- The boundary: a case file read. ----
 
 /// The error `CaseFile::parse` gives `text`, as the user reads it.
@@ -156,17 +160,9 @@ fn a_config_without_a_layer_or_with_a_zero_head_size_is_refused_by_its_field() {
     }
 }
 
-/// A scratch folder for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stepcheck-bad-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a scratch folder");
-    dir
-}
-
 #[test]
 fn a_config_json_over_its_size_limit_is_refused_unread() {
-    let dir = scratch("big-config");
+    let dir = scratch("bad-big-config");
     let file = std::fs::File::create(dir.join("config.json")).expect("create");
     // A sparse file: its size is read, not its bytes.
     file.set_len(200 << 20).expect("set_len");
@@ -219,7 +215,7 @@ fn a_safetensors_error_names_the_tensor_and_the_file() {
     }
 
     // A folder: a missing tensor names the folder; an empty weight_map names the index.
-    let dir = scratch("missing-tensor");
+    let dir = scratch("bad-missing-tensor");
     std::fs::copy(fixture("qwen35-c/config.json"), dir.join("config.json")).expect("copy");
     std::fs::write(
         dir.join("model.safetensors"),

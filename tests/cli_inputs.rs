@@ -6,6 +6,10 @@ use std::io::Read as _;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
+#[path = "common/scratch.rs"]
+mod scratch;
+use scratch::scratch;
+
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_stepcheck"));
     c.current_dir(env!("CARGO_MANIFEST_DIR"));
@@ -22,14 +26,6 @@ fn stdout(o: &Output) -> String {
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A fresh scratch folder for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stepcheck-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a scratch folder");
-    dir
 }
 
 fn path(p: &std::path::Path) -> &str {
@@ -118,7 +114,7 @@ fn a_flag_at_zero_over_its_limit_or_changing_nothing_is_refused_with_status_2() 
 
 #[test]
 fn a_fifo_a_directory_or_a_device_in_place_of_a_file_is_refused_by_what_it_is() {
-    let dir = scratch("not-files");
+    let dir = scratch("cli-not-files");
     let (fifo, gguf) = (dir.join("config.json"), dir.join("model.gguf"));
     assert!(Command::new("mkfifo").arg(&fifo).arg(&gguf).status().is_ok_and(|s| s.success()), "mkfifo");
     // (arguments, what stderr says). A FIFO with no writer blocked `verdict` and `explain` forever.
@@ -135,7 +131,6 @@ fn a_fifo_a_directory_or_a_device_in_place_of_a_file_is_refused_by_what_it_is() 
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
     }
-    std::fs::remove_dir_all(&dir).expect("removed");
 }
 
 #[test]
@@ -160,7 +155,7 @@ fn a_model_too_large_for_the_memory_is_refused_with_what_it_needs() {
 
 #[test]
 fn corpus_review_gives_a_bad_file_its_row_and_runs_the_rest() {
-    let dir = scratch("review-bad");
+    let dir = scratch("cli-review-bad");
     let good = "head-bound-to-embedding.case";
     let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
     std::fs::copy(corpus.join(good), dir.join(good)).expect("copy");
@@ -284,7 +279,7 @@ fn check_batch_runs_covering_schedules_and_counts_a_skipped_model_apart() {
 
 #[test]
 fn verdict_json_on_an_error_prints_a_json_error_object() {
-    let dir = scratch("verdict-json");
+    let dir = scratch("cli-verdict-json");
     std::fs::write(dir.join("config.json"), "{\"model_type\": ").expect("write");
     let o = stepcheck(&["verdict", path(&dir), "--json"]);
     assert_eq!(o.status.code(), Some(2));
@@ -296,7 +291,7 @@ fn verdict_json_on_an_error_prints_a_json_error_object() {
 
 #[test]
 fn a_config_with_pythons_infinity_gets_its_verdict() {
-    let dir = scratch("verdict-infinity");
+    let dir = scratch("cli-verdict-infinity");
     let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("reference/fixtures/qwen35-c/config.json");
     let text = std::fs::read_to_string(fixture).expect("read");
     let text = text.replacen("\"use_cache\": true", "\"use_cache\": true,\n  \"time_step_limit\": [0.0, Infinity]", 1);
@@ -325,7 +320,7 @@ fn usage_lines_name_the_preset_and_graph_reads_no_weight() {
         assert!(usage.contains("<MODEL | --preset NAME>"), "{cmd}: {usage}");
     }
     // A folder with a config and no weights: `graph` prints its step, `run` needs the weights.
-    let dir = scratch("graph-no-weights");
+    let dir = scratch("cli-graph-no-weights");
     let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("reference/fixtures/qwen35-c/config.json");
     std::fs::copy(fixture, dir.join("config.json")).expect("copy");
     let o = stepcheck(&["graph", path(&dir)]);

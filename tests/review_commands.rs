@@ -6,6 +6,10 @@ use std::process::{Command, Output};
 
 use stepcheck::r#gen::file::{CaseFile, PLACEHOLDER};
 
+#[path = "common/scratch.rs"]
+mod scratch;
+use scratch::scratch;
+
 fn stepcheck(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stepcheck")).args(args).output().expect("the stepcheck binary runs")
 }
@@ -16,14 +20,6 @@ fn stdout(o: &Output) -> String {
 
 fn corpus() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus")
-}
-
-/// A fresh scratch folder for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stepcheck-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("a scratch folder");
-    dir
 }
 
 fn path(p: &Path) -> &str {

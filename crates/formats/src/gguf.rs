@@ -723,7 +723,13 @@ impl GgufFile {
         let path = path.as_ref().to_path_buf();
         let io = |source| GgufError::Io { path: path.clone(), source };
         let file = crate::open::open_regular(&path).map_err(io)?;
-        let map = crate::checkpoint::map_file(&file).map_err(io)?;
+        GgufFile::of_open(path, &file)
+    }
+
+    /// Maps `file`, already open (it may have no name left: a file unlinked once created), and
+    /// parses it; `path` names it in errors.
+    pub fn of_open(path: PathBuf, file: &std::fs::File) -> Result<GgufFile> {
+        let map = crate::checkpoint::map_file(file).map_err(|source| GgufError::Io { path: path.clone(), source })?;
         let info = parse(&map)?;
         Ok(GgufFile { path, map: Arc::new(map), info })
     }

@@ -240,8 +240,12 @@ pub fn gguf_model(path: impl AsRef<Path>) -> Result<GgufModel, LoadError> {
 /// in place in the mapped file. No check against the metadata: this is the file's contents, not a
 /// model.
 pub fn checkpoint_from_gguf(path: impl AsRef<Path>) -> Result<Checkpoint, LoadError> {
-    let file = GgufFile::open(path)?;
-    checkpoint_of(file.info(), &mapped(&file))
+    checkpoint_of_file(&GgufFile::open(path)?)
+}
+
+/// The checkpoint of a GGUF file already mapped (see [`checkpoint_from_gguf`]).
+pub(crate) fn checkpoint_of_file(file: &GgufFile) -> Result<Checkpoint, LoadError> {
+    checkpoint_of(file.info(), &mapped(file))
 }
 
 /// Every tensor of the GGUF file held in `bytes` (see [`checkpoint_from_gguf`]), each tensor's

@@ -3,18 +3,20 @@
 //! The file holds the tensors only (no metadata): a GGUF v3 header, each tensor's info (its dims
 //! innermost first, its type, its offset), then the data, each tensor aligned to 32 bytes. It is
 //! written slab by slab, so that writing it takes little more memory than one slab; it is then
-//! mapped, read back through the GGUF reader, and removed: the map keeps its pages until the
-//! checkpoint is dropped, and nothing is left behind.
+//! mapped and read back through the GGUF reader. Its name is removed the moment it is created, so
+//! that no exit — an error, a panic, Ctrl-C, SIGTERM, SIGKILL — can leave it behind: the open file
+//! and then its map keep its pages until the checkpoint is dropped.
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{CHUNK, RandomError, Weights, fill_bytes, stored_len};
-use crate::gguf::checkpoint_from_gguf;
+use crate::gguf::checkpoint_of_file;
 use crate::layout::TensorInfo;
 use formats::checkpoint::Checkpoint;
+use formats::gguf::GgufFile;
 
 /// The alignment of tensor data: GGUF's default.
 const ALIGNMENT: u64 = 32;
@@ -30,19 +32,20 @@ static MADE: AtomicUsize = AtomicUsize::new(0);
 pub(crate) fn mapped_checkpoint(infos: &[TensorInfo], weights: Weights, seed: u64) -> Result<Checkpoint, RandomError> {
     let n = MADE.fetch_add(1, Ordering::Relaxed);
     let path = std::env::temp_dir().join(format!("stepcheck-random-{}-{n}.gguf", std::process::id()));
-    let result = write(&path, infos, weights, seed).and_then(|()| read(&path));
-    // Once mapped (or failed), the file is not needed by name; the map keeps its pages.
-    let _ = std::fs::remove_file(&path);
-    result
+    let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(io(&path))?;
+    // Nothing reads it by name: unlinked now, it is gone with the last of its descriptor and map.
+    std::fs::remove_file(&path).map_err(io(&path))?;
+    write(&path, &file, infos, weights, seed)?;
+    let gguf = GgufFile::of_open(path, &file).map_err(crate::gguf::LoadError::from)?;
+    Ok(checkpoint_of_file(&gguf)?)
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> RandomError + '_ {
     move |source| RandomError::Io { path: path.to_path_buf(), source }
 }
 
-/// Writes the GGUF file of `infos` at `path` (a new file).
-fn write(path: &Path, infos: &[TensorInfo], weights: Weights, seed: u64) -> Result<(), RandomError> {
-    let file = OpenOptions::new().write(true).create_new(true).open(path).map_err(io(path))?;
+/// Writes the GGUF file of `infos` into `file` (new and empty; `path` names it in errors).
+fn write(path: &Path, file: &File, infos: &[TensorInfo], weights: Weights, seed: u64) -> Result<(), RandomError> {
     let mut w = BufWriter::with_capacity(8 << 20, file);
     let mut header = Vec::new();
     header.extend_from_slice(b"GGUF");
@@ -86,10 +89,4 @@ fn write(path: &Path, infos: &[TensorInfo], weights: Weights, seed: u64) -> Resu
     // No sync: the map reads the same page cache the writes went to.
     w.flush().map_err(io(path))?;
     Ok(())
-}
-
-/// The checkpoint of the GGUF file at `path`, every tensor in place in its map (the loader's own
-/// reading of a file's contents, [`checkpoint_from_gguf`]).
-fn read(path: &Path) -> Result<Checkpoint, RandomError> {
-    Ok(checkpoint_from_gguf(path)?)
 }
