@@ -59,11 +59,22 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         }
     };
     let mut logits = vec![];
+    let mut not_finite = None;
     for (i, &t) in tokens.iter().enumerate() {
         progress.show(&format!("step {}/{} (token {t})", i + 1, tokens.len()));
-        logits.push(runner.step(t)?);
+        let l = runner.step(t)?;
+        // A logit that is not a number has no order: no argmax is shown past it.
+        if let Some((j, x)) = l.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+            not_finite =
+                Some(format!("step {i}, token {t}: logits[{j}] is {x}; no argmax is shown for it or after it"));
+            break;
+        }
+        logits.push(l);
     }
     progress.clear();
+    if let (Some(why), true) = (&not_finite, a.json) {
+        return Err(why.clone().into());
+    }
     let peak = super::memory::peak_rss();
     if a.json {
         outln!("{}", serde_json::json!({ "tokens": tokens, "logits": logits, "peak_rss_bytes": peak }));
@@ -73,6 +84,9 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
             let shown: Vec<String> = top.iter().map(|&(i, x)| format!("{i} ({x:.6})")).collect();
             let argmax = top.first().map_or("-".into(), |(i, _)| i.to_string());
             outln!("step {step}, token {t}: argmax {argmax}; top {}: {}", top.len(), shown.join(", "));
+        }
+        if let Some(why) = not_finite {
+            return Err(why.into());
         }
         if let Some(peak) = peak {
             outln!("{}", super::memory::describe(peak));
