@@ -71,6 +71,15 @@ fn every_command_writing_to_a_closed_stdout_ends_quietly_with_status_0() {
 
 // ---- The boundary: sizes in flags and files. ----
 
+/// Runs each `(arguments, what stderr says)`: an `error:` that says it, and exit status 2.
+fn each_is_an_error_with_status_2(cases: &[(&[&str], &str)]) {
+    for (args, says) in cases {
+        let o = stepcheck(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).starts_with("error:") && stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+}
+
 #[test]
 fn a_size_over_its_limit_is_refused_with_its_limit_and_status_2() {
     // (arguments, what stderr says)
@@ -81,11 +90,7 @@ fn a_size_over_its_limit_is_refused_with_its_limit_and_status_2() {
         (&["check", "--preset", "tiny", "--max-gib", "-1"], "`--max-gib` is -1"),
         (&["run", "--preset", "tiny", "--tokens", "1", "--max-gib", "inf"], "`--max-gib` is inf"),
     ];
-    for (args, says) in cases {
-        let o = stepcheck(args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).starts_with("error:") && stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
-    }
+    each_is_an_error_with_status_2(cases);
 }
 
 #[test]
@@ -105,11 +110,7 @@ fn a_flag_at_zero_over_its_limit_or_changing_nothing_is_refused_with_status_2() 
         (&["check", "tests/missing.gguf", "--weights", "q8_0"], "cannot be used with"),
         (&["run", "tests/missing.gguf", "--tokens", "1", "--weights", "q8_0"], "cannot be used with"),
     ];
-    for (args, says) in cases {
-        let o = stepcheck(args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).starts_with("error:") && stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
-    }
+    each_is_an_error_with_status_2(cases);
 }
 
 #[test]
