@@ -514,6 +514,18 @@ fn malformed_files_are_refused_with_the_error_that_names_the_fault() {
     }
 }
 
+#[test]
+fn a_tensor_with_a_zero_dim_holds_no_values_whatever_its_other_dims_and_their_order() {
+    // Found by the `gguf` fuzz target: the shape's product, read outermost first, overflowed before
+    // it met the zero that the header's product, innermost first, met at once.
+    for ne in [[0, 1 << 32, 1 << 32], [1 << 32, 1 << 32, 0], [1 << 32, 0, 1 << 32]] {
+        let bytes = one_tensor(&ne, 0, 0, 0);
+        let gguf = Gguf::parse(&bytes).unwrap_or_else(|e| panic!("{ne:?}: {e}"));
+        let t = &gguf.info().tensors()[0];
+        assert_eq!((t.numel(), gguf.read_f32(t).map(|v| v.len()).ok()), (0, Some(0)), "{ne:?}");
+    }
+}
+
 /// A file whose tensors, each `[n]` F32 and named `t0`, `t1`, …, all start at data offset 0.
 fn tensors_sharing_data(count: usize, n: u64) -> Vec<u8> {
     let mut out = header(3, count as u64, 0);

@@ -533,7 +533,7 @@ impl TensorInfo {
     /// The number of values: the product of the dims (1 for a tensor with no dims). It saturates at
     /// `usize::MAX`, which no parsed tensor reaches.
     pub fn numel(&self) -> usize {
-        self.shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).unwrap_or(usize::MAX)
+        element_count(self.shape.iter().map(|&d| d as u64)).and_then(|n| usize::try_from(n).ok()).unwrap_or(usize::MAX)
     }
 }
 
@@ -660,11 +660,17 @@ fn decode_bf16(data: &[u8]) -> Result<Vec<f32>, QuantError> {
     quants::decode_blocks::<2, 1>("BF16", data, |b, y| y[0] = bf16::from_le_bytes(*b).to_f32())
 }
 
+/// The product of `dims`, `None` when it overflows: 0 when any dim is 0, whatever the others and
+/// their order, so that a tensor's element count does not depend on which way its dims are read.
+fn element_count(mut dims: impl Iterator<Item = u64> + Clone) -> Option<u64> {
+    if dims.clone().any(|d| d == 0) { Some(0) } else { dims.try_fold(1u64, |n, d| n.checked_mul(d)) }
+}
+
 /// The shape (outermost first) and the data bytes (when the type is known) of a tensor with dims `ne`
 /// of type `ty`. The product of the dims must fit ggml's i64 element count.
 fn sizes(name: &str, ne: &[u64], ty: GgmlType) -> Result<(Vec<usize>, Option<u64>)> {
     let overflow = || GgufError::DimsOverflow { tensor: name.to_owned(), ne: ne.to_vec() };
-    let numel = ne.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)).filter(|&n| i64::try_from(n).is_ok());
+    let numel = element_count(ne.iter().copied()).filter(|&n| i64::try_from(n).is_ok());
     let numel = numel.ok_or_else(overflow)?;
     let shape: Vec<usize> =
         ne.iter().rev().map(|&d| usize::try_from(d).ok()).collect::<Option<_>>().ok_or_else(overflow)?;
