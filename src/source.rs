@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::formats::gguf::GgufFile;
+use crate::formats::finite::{NonFinite, first_non_finite};
+use crate::formats::gguf::{GgmlType, GgufFile};
 use crate::limits::{Budget, MemoryError, Need};
 use crate::model::random::{RandomError, Weights, random_checkpoint_as};
 use crate::model::{Checkpoint, ModelSpec, gguf, hf, presets};
@@ -34,6 +35,13 @@ pub enum SourceError {
     Memory(#[from] MemoryError),
     #[error(transparent)]
     Random(#[from] RandomError),
+    #[error(
+        "{model}: weight {tensor} ({ty}) {at}: a weight that is not a finite number makes every value it reaches \
+         meaningless, so the model is not run"
+    )]
+    NonFinite { model: String, tensor: String, ty: GgmlType, at: NonFinite },
+    #[error("{model}: weight {tensor} cannot be read: {why}")]
+    Tensor { model: String, tensor: String, why: crate::formats::checkpoint::TensorError },
 }
 
 /// `source`'s message, prefixed by `path` unless it names it already.
@@ -52,6 +60,8 @@ impl SourceError {
             SourceError::Gguf { .. } => "Gguf",
             SourceError::Memory(_) => "Memory",
             SourceError::Random(_) => "Random",
+            SourceError::NonFinite { .. } => "NonFinite",
+            SourceError::Tensor { .. } => "Tensor",
         }
     }
 }
@@ -102,19 +112,41 @@ impl ModelSource {
         }
     }
 
-    /// The spec and the checkpoint.
+    /// The spec and the checkpoint. A checkpoint read from a file is scanned before it is
+    /// returned: a weight the step reads that holds a value not finite (NaN or infinite, a block
+    /// scale's included) is refused by tensor, row, value and block. A preset's random weights are
+    /// finite by construction (`model::random`).
     pub fn load(&self) -> Result<(ModelSpec, Checkpoint), SourceError> {
-        match self {
+        let (spec, ckpt) = match self {
             ModelSource::Preset { name, seed, weights } => {
                 let spec = presets::preset(name).ok_or_else(|| SourceError::NoSuchPreset { name: name.clone() })?;
                 let ckpt = random_checkpoint_as(&spec, *seed, *weights)?;
-                Ok((spec, ckpt))
+                return Ok((spec, ckpt));
             }
-            ModelSource::HfFolder(dir) => Ok(hf::load_hf_folder(dir)?),
+            ModelSource::HfFolder(dir) => hf::load_hf_folder(dir)?,
             ModelSource::Gguf(path) => {
-                gguf::load_gguf(path).map_err(|source| SourceError::Gguf { path: path.clone(), source })
+                gguf::load_gguf(path).map_err(|source| SourceError::Gguf { path: path.clone(), source })?
+            }
+        };
+        self.refuse_non_finite(&spec, &ckpt)?;
+        Ok((spec, ckpt))
+    }
+
+    /// Refuses a checkpoint in which a tensor `spec`'s step reads holds a value that is not finite,
+    /// naming the first one found.
+    fn refuse_non_finite(&self, spec: &ModelSpec, ckpt: &Checkpoint) -> Result<(), SourceError> {
+        for name in crate::model::layout::layout(spec).into_iter().map(|t| t.name) {
+            let Some(tensor) = ckpt.get(&name) else { continue };
+            let found = first_non_finite(tensor).map_err(|why| SourceError::Tensor {
+                model: self.label(),
+                tensor: name.clone(),
+                why,
+            })?;
+            if let Some(at) = found {
+                return Err(SourceError::NonFinite { model: self.label(), tensor: name, ty: tensor.ty(), at });
             }
         }
+        Ok(())
     }
 
     /// The bytes the checkpoint of `spec` (this source's spec) is stored in, read without a

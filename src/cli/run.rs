@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use super::CliError;
 use super::args::{Interp, RunArgs};
 use super::progress::Progress;
+use crate::engine::run::StateValue;
 use crate::engine::{EngineRunner, lower::lower_graph, shim::EngineShim};
 use crate::interp::Runner;
 use crate::limits::{Budget, Need};
@@ -29,6 +30,27 @@ impl Stepper<'_> {
             Stepper::Reference(r) => r.step(token)?,
             Stepper::Engine(e) => e.step(token)?.into_iter().map(f64::from).collect(),
         })
+    }
+
+    /// The first value of the carried state that is not finite: the state's name and the index.
+    fn non_finite_state(&self) -> Option<(String, usize)> {
+        match self {
+            Stepper::Reference(r) => r.state().entries.into_iter().find_map(|e| {
+                let at = e.values.iter().position(|x| !x.is_finite())?;
+                let layer = e.layer.map_or(String::new(), |l| format!(" of layer {l}"));
+                Some((format!("the {:?} state{layer}", e.kind), at))
+            }),
+            Stepper::Engine(e) => e.state().states.into_iter().find_map(|s| {
+                let values = match &s.value {
+                    StateValue::Position(_) => return None,
+                    StateValue::ConvWindow { values, .. }
+                    | StateValue::DeltaState { values, .. }
+                    | StateValue::KvCache { values, .. } => values,
+                };
+                let at = values.iter().position(|x| !x.is_finite())?;
+                Some((format!("state {}", s.name), at))
+            }),
+        }
     }
 }
 
@@ -63,7 +85,15 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     for (i, &t) in tokens.iter().enumerate() {
         progress.show(&format!("step {}/{} (token {t})", i + 1, tokens.len()));
         let l = runner.step(t)?;
-        // A logit that is not a number has no order: no argmax is shown past it.
+        // A state that is not finite makes this step's logits and every later step's meaningless;
+        // a logit that is not a number has no order. No argmax is shown past either.
+        if let Some((state, at)) = runner.non_finite_state() {
+            not_finite = Some(format!(
+                "step {i}, token {t}: {state} holds a value that is not finite at index {at}; no argmax is shown for \
+                 this step or after it"
+            ));
+            break;
+        }
         if let Some((j, x)) = l.iter().enumerate().find(|(_, x)| !x.is_finite()) {
             not_finite =
                 Some(format!("step {i}, token {t}: logits[{j}] is {x}; no argmax is shown for it or after it"));
