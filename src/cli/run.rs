@@ -80,47 +80,42 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
             Stepper::Engine(Box::new(EngineRunner::new(&program, &ckpt, tokens.len().max(1))?))
         }
     };
+    // A step's line is printed as soon as it is decoded (all at the end with --json), so that
+    // what was decoded stays printed whatever ends the run.
     let mut logits = vec![];
-    let mut not_finite = None;
     for (i, &t) in tokens.iter().enumerate() {
         progress.show(&format!("step {}/{} (token {t})", i + 1, tokens.len()));
         let l = runner.step(t)?;
         // A state that is not finite makes this step's logits and every later step's meaningless;
         // a logit that is not a number has no order. No argmax is shown past either.
         if let Some((state, at)) = runner.non_finite_state() {
-            not_finite = Some(format!(
+            return Err(format!(
                 "step {i}, token {t}: {state} holds a value that is not finite at index {at}; no argmax is shown for \
                  this step or after it"
-            ));
-            break;
+            )
+            .into());
         }
         if let Some((j, x)) = l.iter().enumerate().find(|(_, x)| !x.is_finite()) {
-            not_finite =
-                Some(format!("step {i}, token {t}: logits[{j}] is {x}; no argmax is shown for it or after it"));
-            break;
+            return Err(
+                format!("step {i}, token {t}: logits[{j}] is {x}; no argmax is shown for it or after it").into()
+            );
         }
-        logits.push(l);
+        if a.json {
+            logits.push(l);
+        } else {
+            progress.clear();
+            let top = top_k(&l, TOP);
+            let shown: Vec<String> = top.iter().map(|&(i, x)| format!("{i} ({x:.6})")).collect();
+            let argmax = top.first().map_or("-".into(), |(i, _)| i.to_string());
+            outln!("step {i}, token {t}: argmax {argmax}; top {}: {}", top.len(), shown.join(", "));
+        }
     }
     progress.clear();
-    if let (Some(why), true) = (&not_finite, a.json) {
-        return Err(why.clone().into());
-    }
     let peak = super::memory::peak_rss();
     if a.json {
         outln!("{}", serde_json::json!({ "tokens": tokens, "logits": logits, "peak_rss_bytes": peak }));
-    } else {
-        for (step, (t, l)) in tokens.iter().zip(&logits).enumerate() {
-            let top = top_k(l, TOP);
-            let shown: Vec<String> = top.iter().map(|&(i, x)| format!("{i} ({x:.6})")).collect();
-            let argmax = top.first().map_or("-".into(), |(i, _)| i.to_string());
-            outln!("step {step}, token {t}: argmax {argmax}; top {}: {}", top.len(), shown.join(", "));
-        }
-        if let Some(why) = not_finite {
-            return Err(why.into());
-        }
-        if let Some(peak) = peak {
-            outln!("{}", super::memory::describe(peak));
-        }
+    } else if let Some(peak) = peak {
+        outln!("{}", super::memory::describe(peak));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -130,8 +125,13 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
 fn top_k(logits: &[f64], k: usize) -> Vec<(usize, f64)> {
     let mut all: Vec<(usize, f64)> = logits.iter().copied().enumerate().collect();
     let key = |x: f64| if x.is_nan() { f64::NEG_INFINITY } else { x };
-    all.sort_by(|a, b| key(b.1).total_cmp(&key(a.1)).then(a.0.cmp(&b.0)));
-    all.truncate(k);
+    let order = |a: &(usize, f64), b: &(usize, f64)| key(b.1).total_cmp(&key(a.1)).then(a.0.cmp(&b.0));
+    // The k first in order, found without sorting the whole vocabulary, then sorted.
+    if k < all.len() {
+        all.select_nth_unstable_by(k, order);
+        all.truncate(k);
+    }
+    all.sort_by(order);
     all
 }
 
@@ -143,5 +143,7 @@ mod tests {
     fn top_k_is_largest_first_with_ties_to_the_lower_index() {
         assert_eq!(top_k(&[1.0, 3.0, f64::NAN, 3.0, -1.0], 3), vec![(1, 3.0), (3, 3.0), (0, 1.0)]);
         assert_eq!(top_k(&[2.0], 5), vec![(0, 2.0)]);
+        assert_eq!(top_k(&[0.5, 2.0, 1.0, 2.0], 0), vec![]);
+        assert_eq!(top_k(&[0.5, 2.0, 1.0, 2.0, 7.0, -1.0], 2), vec![(4, 7.0), (1, 2.0)]);
     }
 }

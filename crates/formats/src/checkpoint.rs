@@ -17,9 +17,8 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
-use memmap2::Mmap;
-
 use crate::gguf::GgmlType;
+use crate::mapped::Mapped;
 use crate::quants::QuantError;
 
 /// Why a tensor's bytes cannot be read as the type and shape it claims.
@@ -37,15 +36,6 @@ pub enum TensorError {
     Decode(#[from] QuantError),
 }
 
-/// The file `file` mapped read-only: the one place a checkpoint's bytes are mapped.
-#[allow(unsafe_code)]
-pub fn map_file(file: &std::fs::File) -> std::io::Result<Mmap> {
-    // SAFETY: the map is read-only; the tensors read in place share it (an `Arc`) and keep it alive.
-    // Like every memory-mapped reader (transformers' and llama.cpp's included), the reader assumes
-    // no other process truncates or rewrites the checkpoint while it is mapped.
-    unsafe { Mmap::map(file) }
-}
-
 /// The bytes of a tensor: owned, or a range of a memory-mapped file that the tensor keeps mapped.
 /// Cloning shares them.
 #[derive(Clone)]
@@ -54,7 +44,7 @@ pub struct Bytes(Repr);
 #[derive(Clone)]
 enum Repr {
     Owned(Arc<Vec<u8>>),
-    Mapped { map: Arc<Mmap>, start: usize, end: usize },
+    Mapped { map: Arc<Mapped>, start: usize, end: usize },
 }
 
 impl Bytes {
@@ -64,7 +54,7 @@ impl Bytes {
     }
 
     /// The bytes `range` of the mapped file `map`, or `None` when the range does not lie inside it.
-    pub fn mapped(map: Arc<Mmap>, range: Range<usize>) -> Option<Bytes> {
+    pub fn mapped(map: Arc<Mapped>, range: Range<usize>) -> Option<Bytes> {
         (range.start <= range.end && range.end <= map.len())
             .then(|| Bytes(Repr::Mapped { map, start: range.start, end: range.end }))
     }

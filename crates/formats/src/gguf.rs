@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use half::{bf16, f16};
-use memmap2::Mmap;
 
 use super::quants::{self, QuantError, iq4, kquants, legacy};
 
@@ -719,7 +718,7 @@ impl<'a> Gguf<'a> {
 #[derive(Debug)]
 pub struct GgufFile {
     path: PathBuf,
-    map: Arc<Mmap>,
+    map: Arc<crate::mapped::Mapped>,
     info: GgufInfo,
 }
 
@@ -735,7 +734,8 @@ impl GgufFile {
     /// Maps `file`, already open (it may have no name left: a file unlinked once created), and
     /// parses it; `path` names it in errors.
     pub fn of_open(path: PathBuf, file: &std::fs::File) -> Result<GgufFile> {
-        let map = crate::checkpoint::map_file(file).map_err(|source| GgufError::Io { path: path.clone(), source })?;
+        let map =
+            crate::mapped::map_file(file, &path).map_err(|source| GgufError::Io { path: path.clone(), source })?;
         let info = parse(&map)?;
         Ok(GgufFile { path, map: Arc::new(map), info })
     }
@@ -761,7 +761,7 @@ impl GgufFile {
     }
 
     /// The mapped file, shared: a tensor read in place keeps it mapped.
-    pub fn map(&self) -> Arc<Mmap> {
+    pub fn map(&self) -> Arc<crate::mapped::Mapped> {
         Arc::clone(&self.map)
     }
 }

@@ -10,6 +10,7 @@ pub mod bind;
 pub mod checkpoint;
 pub mod finite;
 pub mod gguf;
+pub mod mapped;
 pub mod names;
 pub mod open;
 pub mod quants;

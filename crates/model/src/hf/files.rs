@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use memmap2::Mmap;
+use formats::mapped::Mapped;
 
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
@@ -26,7 +26,7 @@ pub(crate) const INDEX: &str = "model.safetensors.index.json";
 /// shard the index names.
 pub(crate) fn for_each_tensor(
     dir: &Path,
-    mut visit: impl FnMut(&Path, &str, &TensorView, &Arc<Mmap>) -> Result<(), LoadError>,
+    mut visit: impl FnMut(&Path, &str, &TensorView, &Arc<Mapped>) -> Result<(), LoadError>,
 ) -> Result<(), LoadError> {
     let single = dir.join(SINGLE);
     if single.is_file() {
@@ -86,11 +86,11 @@ fn read_index(path: &Path, bytes: &[u8]) -> Result<BTreeMap<String, Vec<String>>
 /// (which a tensor read in place keeps).
 fn with_file<T>(
     path: &Path,
-    read: impl FnOnce(&Path, &SafeTensors, &Arc<Mmap>) -> Result<T, LoadError>,
+    read: impl FnOnce(&Path, &SafeTensors, &Arc<Mapped>) -> Result<T, LoadError>,
 ) -> Result<T, LoadError> {
     let io = |source| LoadError::Io { path: path.to_path_buf(), source };
     let file = formats::open::open_regular(path).map_err(io)?;
-    let map = Arc::new(formats::checkpoint::map_file(&file).map_err(io)?);
+    let map = Arc::new(formats::mapped::map_file(&file, path).map_err(io)?);
     read(path, &checked(path, &map)?, &map)
 }
 
@@ -197,7 +197,7 @@ pub(crate) fn in_place(
     path: &Path,
     name: &str,
     view: &TensorView,
-    map: &Arc<Mmap>,
+    map: &Arc<Mapped>,
     shape: Vec<usize>,
 ) -> Result<Tensor, LoadError> {
     let ty = ggml_type(path, name, view)?;
