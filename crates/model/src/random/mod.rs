@@ -106,6 +106,11 @@ impl fmt::Display for Weights {
 pub enum RandomError {
     #[error("ggml type {0} is not one a random checkpoint can be made in")]
     Type(GgmlType),
+    #[error(
+        "--weights {weights}: no matrix of {model} has rows of whole {ty} blocks ({block} values each; its matrices' \
+         rows are {rows} values long), so every weight would stay F32; a type of smaller blocks fits"
+    )]
+    NoMatrixFits { weights: Weights, ty: GgmlType, block: u64, model: String, rows: String },
     #[error("the random checkpoint's file {path}: {source}")]
     Io { path: std::path::PathBuf, source: std::io::Error },
     #[error("the random checkpoint's file does not read back: {0}")]
@@ -126,12 +131,22 @@ pub fn random_checkpoint(spec: &ModelSpec, seed: u64) -> Checkpoint {
 /// A checkpoint of seeded random weights for `spec` with its matrices stored as `weights` (see
 /// the module doc), deterministic in `(spec, seed, weights)`; at F32 it holds the values of
 /// [`random_checkpoint`]. One of more than [`FILE_BYTES`] is written to a GGUF file in the temp dir
-/// and read in place from its map (the file is removed once mapped).
+/// and read in place from its map (the file is removed once mapped). A type that no matrix's rows
+/// are whole blocks of is refused: it would change nothing.
 pub fn random_checkpoint_as(spec: &ModelSpec, seed: u64, weights: Weights) -> Result<Checkpoint, RandomError> {
     if !Weights::TYPES.contains(&weights.0) {
         return Err(RandomError::Type(weights.0));
     }
     let infos = layout(spec);
+    let matrices = || infos.iter().filter(|i| matches!(i.init, Init::Matrix { .. }));
+    if weights.0 != GgmlType::F32 && !matrices().any(|i| weights.type_of(i) == weights.0) {
+        let mut rows: Vec<usize> = matrices().filter_map(|i| i.shape.last().copied()).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        let rows = rows.iter().map(usize::to_string).collect::<Vec<_>>().join(", ");
+        let (ty, block) = (weights.0, weights.0.block().map_or(1, |b| b.0));
+        return Err(RandomError::NoMatrixFits { weights, ty, block, model: spec.name.clone(), rows });
+    }
     if weights.checkpoint_bytes(spec) > FILE_BYTES {
         return file::mapped_checkpoint(&infos, weights, seed);
     }
@@ -264,8 +279,8 @@ mod tests {
 
     #[test]
     fn matrices_take_the_type_and_everything_else_stays_f32() {
-        let spec = preset("tiny").expect("tiny");
-        for name in ["bf16", "q8_0", "q4_k"] {
+        for (preset_name, name) in [("tiny", "bf16"), ("tiny", "q8_0"), ("small", "q4_k")] {
+            let spec = preset(preset_name).expect("a preset");
             let w = Weights::parse(name).expect("a type");
             let ckpt = random_checkpoint_as(&spec, 0, w).expect("made");
             for info in layout(&spec) {
@@ -275,6 +290,16 @@ mod tests {
                 assert!(values.iter().all(|v| v.is_finite()), "{name} {}", info.name);
             }
             assert_eq!(ckpt.bytes() as u128, w.checkpoint_bytes(&spec), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_type_no_matrix_has_whole_blocks_of_is_refused_since_it_would_change_nothing() {
+        let spec = preset("tiny").expect("tiny");
+        for name in ["q4_k", "q6_k", "iq4_xs"] {
+            let w = Weights::parse(name).expect("a type");
+            let e = random_checkpoint_as(&spec, 0, w).expect_err("no matrix of tiny fits 256-value blocks");
+            assert!(matches!(e, RandomError::NoMatrixFits { block: 256, .. }), "{name}: {e}");
         }
     }
 
