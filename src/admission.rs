@@ -164,21 +164,25 @@ pub fn admit_config_json(text: &str, name: &str, numerics: Numerics) -> Result<A
         .into_iter()
         .map(|unsupported| Reason::Config { family: reading.family.to_string(), unsupported })
         .collect();
-    match &reading.spec {
-        Some(spec) => admit(spec, &reading.layers, config, numerics),
-        None => Ok(Admission { program: None, reasons: config }),
-    }
+    admit(&reading.spec, &reading.layers, &reading.stand_in, config, numerics)
 }
 
 /// The verdict on `spec`, at `numerics`.
 pub(crate) fn admit_spec(spec: &ModelSpec, numerics: Numerics) -> Result<Admission, AdmitError> {
     let layers: Vec<usize> = (0..spec.layers.len()).collect();
-    admit(spec, &layers, vec![], numerics)
+    admit(spec, &layers, &[], vec![], numerics)
 }
 
 /// The verdict on `spec`, whose layer `i` is the config's layer `layers[i]`, with the config's own
-/// reasons `config`.
-fn admit(spec: &ModelSpec, layers: &[usize], config: Vec<Reason>, numerics: Numerics) -> Result<Admission, AdmitError> {
+/// reasons `config`. The mixer blocks of layers `stand_in` stand in for mixers the config's
+/// reasons name: what the graph says of them is dropped.
+fn admit(
+    spec: &ModelSpec,
+    layers: &[usize],
+    stand_in: &[usize],
+    config: Vec<Reason>,
+    numerics: Numerics,
+) -> Result<Admission, AdmitError> {
     let graph = EngineShim::default().prepare(&decode_step(spec)?);
     let (program, refused) = match lower_graph(&graph, numerics) {
         Ok(p) => (Some(p), None),
@@ -192,7 +196,13 @@ fn admit(spec: &ModelSpec, layers: &[usize], config: Vec<Reason>, numerics: Nume
     {
         found.push(e);
     }
-    let mut reasons: Vec<Reason> = found.into_iter().map(Reason::Graph).collect();
+    let of_stand_in = |e: &LowerError| {
+        e.site().is_some_and(|s| {
+            matches!(s.block, BlockKind::Attention | BlockKind::DeltaNet)
+                && s.layer.is_some_and(|l| stand_in.contains(&l))
+        })
+    };
+    let mut reasons: Vec<Reason> = found.into_iter().filter(|e| !of_stand_in(e)).map(Reason::Graph).collect();
     for r in &mut reasons {
         if let Reason::Graph(e) = r
             && let Some(site) = e.site_mut()

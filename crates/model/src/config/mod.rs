@@ -71,11 +71,15 @@ pub struct Unsupported {
 pub struct ConfigReading {
     /// The `model_type` of the family's text config.
     pub family: &'static str,
-    /// The spec, validated; `None` when no layer's mixer is one a spec states (Mamba2).
-    pub spec: Option<ModelSpec>,
-    /// The config's index of each of the spec's layers: layers of mixers a spec cannot state are
-    /// left out of it.
+    /// The spec, validated. A layer whose mixer a spec cannot state (Mamba, Mamba2) is in it with an
+    /// attention block standing in for the mixer (see `stand_in`); such a spec is never run, since
+    /// its mixer is among `unsupported`.
+    pub spec: ModelSpec,
+    /// The config's index of each of the spec's layers.
     pub layers: Vec<usize>,
+    /// The spec's layers whose mixer is a stand-in: what the step graph says of their mixer block
+    /// is the stand-in's, not the model's; their norms, FFN and residual adds are the model's.
+    pub stand_in: Vec<usize>,
     /// The constructs a spec cannot state, in the order of the rules that found them.
     pub unsupported: Vec<Unsupported>,
 }
@@ -94,15 +98,13 @@ pub(crate) fn family_of_config_json(text: &str) -> Result<&'static str, ConfigEr
 /// config holding a construct a spec cannot state is refused by the first of them.
 pub fn spec_from_config_json(text: &str, name: &str) -> Result<ModelSpec, ConfigError> {
     let reading = read_config_json(text, name)?;
-    match (reading.unsupported.first(), reading.spec) {
-        (Some(u), _) => Err(ConfigError::Unsupported {
+    match reading.unsupported.first() {
+        Some(u) => Err(ConfigError::Unsupported {
             family: reading.family.to_string(),
             construct: u.construct,
             field: u.field.clone(),
         }),
-        (None, Some(spec)) => Ok(spec),
-        // A reading without a spec always names the mixer it could not state.
-        (None, None) => Err(ConfigError::UnsupportedFamily { model_type: reading.family.to_string() }),
+        None => Ok(reading.spec),
     }
 }
 

@@ -145,11 +145,11 @@ fn read_family(family: &'static Family, src: &Source, name: &str) -> Result<Conf
         }
     }
     let window = window(family.window, c, &mut kinds)?;
-    let spec_layers: Vec<usize> =
-        (0..kinds.len()).filter(|&i| matches!(kinds[i], Kind::DeltaNet | Kind::Attention { .. })).collect();
-    if spec_layers.is_empty() {
-        return Ok(ConfigReading { family: family.model_type, spec: None, layers: vec![], unsupported: unsupported.0 });
-    }
+    // Every layer is in the spec: a layer whose mixer a spec cannot state (Mamba) gets an
+    // attention block standing in for it, so that its norms, FFN and residual adds are read and
+    // judged like any other layer's; what the graph says of the stand-in itself is not the model's.
+    let spec_layers: Vec<usize> = (0..kinds.len()).collect();
+    let stand_in: Vec<usize> = (0..kinds.len()).filter(|&i| matches!(kinds[i], Kind::Mamba | Kind::Mamba2)).collect();
     let mut spec = sizes(family, src, &kinds, &spec_layers, name)?;
     let rope = rope(c, family)?;
     for (kind, field) in rope.unstated.iter().cloned() {
@@ -188,7 +188,7 @@ fn read_family(family: &'static Family, src: &Source, name: &str) -> Result<Conf
         }
     }
     spec.validate()?;
-    Ok(ConfigReading { family: family.model_type, spec: Some(spec), layers: spec_layers, unsupported: unsupported.0 })
+    Ok(ConfigReading { family: family.model_type, spec, layers: spec_layers, stand_in, unsupported: unsupported.0 })
 }
 
 /// The constructs a spec cannot state, each once, with the first layer it applies to.
@@ -314,7 +314,14 @@ fn sizes(
         (None, FfnForm::Gated { .. }) => c.size_of_any(INTERMEDIATE, MAX_SIZE)?,
     };
     let vocab = size("vocab_size")?;
-    let heads = c.size_of_any(HEADS, MAX_SIZE)?;
+    // A model without an attention layer (every mixer Mamba) needs no head count: its stand-in
+    // blocks take one head of the whole width where the config gives none.
+    let attends = kinds.iter().any(|k| matches!(k, Kind::Attention { .. } | Kind::DeltaNet));
+    let heads = match c.size_any(HEADS, MAX_SIZE)? {
+        Some(h) => h,
+        None if !attends => 1,
+        None => c.size_of_any(HEADS, MAX_SIZE)?,
+    };
     let kv_heads = c.size_any(KV_HEADS, MAX_SIZE)?.unwrap_or(heads);
     let hybrid = family.layers == Layers::DeltaNetHybrid;
     let head_dim = match c.size_any(&["head_dim"], MAX_SIZE)? {
