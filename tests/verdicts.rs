@@ -989,3 +989,87 @@ fn verdict_text_names_the_refusal_then_every_construct() {
     let listed: Vec<&str> = lines[2..].iter().filter_map(|l| l.trim().split([' ', ':']).next()).collect();
     assert_eq!(listed, ["AttentionSinks", "SlidingWindow", "ScaledRope", "AttentionBias", "Experts", "NotSwiGlu"]);
 }
+
+// ---- A config and a GGUF of the same architecture get the same kind of answer. ----
+
+#[allow(dead_code)]
+#[path = "common/gguf_writer.rs"]
+mod gguf_writer;
+#[path = "common/scratch.rs"]
+mod scratch;
+
+/// A GGUF file of metadata alone (llama.cpp's keys for `arch`, no tensors), written in `dir`.
+fn attention_gguf(dir: &std::path::Path, arch: &str, sizes: &[(&str, u32)], floats: &[(&str, f32)]) -> PathBuf {
+    use stepcheck::formats::gguf::Value as Meta;
+    let mut w = gguf_writer::GgufWriter::default().kv("general.architecture", Meta::String(arch.into()));
+    for (key, n) in sizes {
+        w = w.kv(&format!("{arch}.{key}"), Meta::U32(*n));
+    }
+    for (key, x) in floats {
+        w = w.kv(&format!("{arch}.{key}"), Meta::F32(*x));
+    }
+    let path = dir.join(format!("{arch}.gguf"));
+    std::fs::write(&path, w.to_bytes()).expect("written");
+    path
+}
+
+#[test]
+fn a_gguf_of_an_architecture_whose_config_is_judged_is_judged_too() {
+    let dir = scratch::scratch("verdict-attention-gguf");
+    let sizes = |hidden, heads, kv, blocks, ff, vocab| {
+        [
+            ("embedding_length", hidden),
+            ("attention.head_count", heads),
+            ("attention.head_count_kv", kv),
+            ("block_count", blocks),
+            ("feed_forward_length", ff),
+            ("vocab_size", vocab),
+        ]
+    };
+    // (the config, the same model's GGUF, the GGUF's verdict). Each GGUF was "the GGUF's
+    // architecture is `llama`; this loader reads `qwen35`…", exit 2.
+    let llama_gguf = attention_gguf(
+        &dir,
+        "llama",
+        &sizes(4096, 32, 32, 32, 11008, 32000),
+        &[("attention.layer_norm_rms_epsilon", 1e-5), ("rope.freq_base", 10000.0)],
+    );
+    let qwen3_gguf = attention_gguf(
+        &dir,
+        "qwen3",
+        &[&sizes(4096, 32, 8, 36, 12288, 151936)[..], &[("attention.key_length", 128)]].concat(),
+        &[("attention.layer_norm_rms_epsilon", 1e-6), ("rope.freq_base", 1e6)],
+    );
+    let qwen2_gguf = attention_gguf(
+        &dir,
+        "qwen2",
+        &sizes(3584, 28, 4, 28, 18944, 152064),
+        &[("attention.layer_norm_rms_epsilon", 1e-6), ("rope.freq_base", 1e6)],
+    );
+    let cases = [
+        // llama.cpp's converter permutes a llama's query and key rows for its interleaved rope.
+        (
+            llama2(),
+            llama_gguf,
+            json!({"accepted": false, "error": "InterleavedRope", "reasons": ["InterleavedRope"]}),
+            1,
+        ),
+        (qwen3(), qwen3_gguf, json!({"accepted": true, "error": null, "reasons": []}), 0),
+        (qwen25(), qwen2_gguf, json!({"accepted": false, "error": "AttentionBias", "reasons": ["AttentionBias"]}), 1),
+    ];
+    for (config, gguf, want, code) in cases {
+        let config_path = dir.join("config.json");
+        std::fs::write(&config_path, config.to_string()).expect("written");
+        let (from_config, config_code) = verdict_json(config_path.to_str().expect("UTF-8"));
+        assert!(matches!(config_code, Some(0 | 1)), "{config}: {from_config}");
+        let (got, status) = verdict_json(gguf.to_str().expect("UTF-8"));
+        assert_eq!(got, want, "{}", gguf.display());
+        assert_eq!(status, Some(code), "{}", gguf.display());
+        // The same answer but for the rope convention, which is the file's own.
+        if want["error"] != "InterleavedRope" {
+            assert_eq!(from_config, want, "the config of {}", gguf.display());
+        } else {
+            assert_eq!(from_config, json!({"accepted": true, "error": null, "reasons": []}), "{}", gguf.display());
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! `stepcheck verdict`: whether the engine runs a model, and every construct it has no unit for.
 //!
 //! The model is read from its `config.json` (given, or in a model folder) or from a GGUF file's
-//! metadata; no weights are read. Exit status 0 means accepted, 1 refused, 2 not judged; with
+//! metadata (a qwen35 file, or an attention-only `llama`, `qwen2` or `qwen3` one); no weights are
+//! read. Exit status 0 means accepted, 1 refused, 2 not judged; with
 //! `--json`, a model that cannot be judged still gets one JSON object, whose `error` is
 //! `NotJudged` and whose `message` says why.
 
@@ -15,6 +16,7 @@ use super::args::VerdictArgs;
 use crate::admission::{Admission, admit_config_json, admit_spec};
 use crate::formats::gguf::GgufFile;
 use crate::model::gguf::{GgufModel, read_gguf};
+use crate::model::gguf_attention::{architecture_of, attention_spec_of_gguf};
 use crate::model::hf::{MAX_CONFIG_BYTES, read_bounded};
 
 pub fn verdict(a: VerdictArgs) -> Result<ExitCode, CliError> {
@@ -39,10 +41,16 @@ fn admission_of(a: &VerdictArgs) -> Result<Admission, CliError> {
             if e.contains(&p) { e } else { format!("{p}: {e}") }
         };
         let file = GgufFile::open(path).map_err(|e| at(&e))?;
-        let model = read_gguf(file.info()).map_err(|e| at(&e))?;
-        let admission = admit_spec(&model.spec, a.numerics).map_err(|e| at(&e))?;
-        gguf = Some(model);
-        admission
+        // An attention-only architecture (llama, qwen2, qwen3) is judged from its metadata alone.
+        if architecture_of(file.info()).is_some() {
+            let spec = attention_spec_of_gguf(file.info()).map_err(|e| at(&e))?;
+            admit_spec(&spec, a.numerics).map_err(|e| at(&e))?
+        } else {
+            let model = read_gguf(file.info()).map_err(|e| at(&e))?;
+            let admission = admit_spec(&model.spec, a.numerics).map_err(|e| at(&e))?;
+            gguf = Some(model);
+            admission
+        }
     } else {
         let config = if path.is_dir() { path.join("config.json") } else { path.to_path_buf() };
         let text = read_bounded(&config, MAX_CONFIG_BYTES)?;

@@ -642,7 +642,7 @@ fn layer_kinds(
 }
 
 /// The vocab: `{arch}.vocab_size`, or else the rows of the embedding table.
-fn vocab(m: &Meta) -> Result<usize, LoadError> {
+pub(crate) fn vocab(m: &Meta) -> Result<usize, LoadError> {
     let key = m.key("vocab_size");
     if m.info.metadata(&key).is_some() {
         return m.size(&key);
@@ -665,18 +665,18 @@ fn vocab(m: &Meta) -> Result<usize, LoadError> {
 }
 
 /// Typed reads of one architecture's metadata; each failure names its key.
-struct Meta<'a> {
-    info: &'a GgufInfo,
-    arch: &'a str,
+pub(crate) struct Meta<'a> {
+    pub(crate) info: &'a GgufInfo,
+    pub(crate) arch: &'a str,
 }
 
 impl Meta<'_> {
     /// The key `{arch}.{suffix}`.
-    fn key(&self, suffix: &str) -> String {
+    pub(crate) fn key(&self, suffix: &str) -> String {
         format!("{}.{suffix}", self.arch)
     }
 
-    fn get(&self, key: &str) -> Result<&Value, LoadError> {
+    pub(crate) fn get(&self, key: &str) -> Result<&Value, LoadError> {
         self.info.metadata(key).ok_or_else(|| LoadError::MissingKey { key: key.into() })
     }
 
@@ -684,29 +684,29 @@ impl Meta<'_> {
         LoadError::WrongType { key: key.into(), expected, found: found.to_string() }
     }
 
-    fn str(&self, key: &str) -> Result<&str, LoadError> {
+    pub(crate) fn str(&self, key: &str) -> Result<&str, LoadError> {
         let v = self.get(key)?;
         v.as_str().ok_or_else(|| Self::wrong(key, "a string", v))
     }
 
-    fn u64(&self, key: &str) -> Result<u64, LoadError> {
+    pub(crate) fn u64(&self, key: &str) -> Result<u64, LoadError> {
         let v = self.get(key)?;
         v.as_u64().ok_or_else(|| Self::wrong(key, "a non-negative integer", v))
     }
 
-    fn usize(&self, key: &str) -> Result<usize, LoadError> {
+    pub(crate) fn usize(&self, key: &str) -> Result<usize, LoadError> {
         let n = self.u64(key)?;
         usize::try_from(n).map_err(|_| LoadError::BadValue { key: key.into(), why: format!("{n} is too large") })
     }
 
     /// A size: a non-negative integer of at most [`MAX_SIZE`].
-    fn size(&self, key: &str) -> Result<usize, LoadError> {
+    pub(crate) fn size(&self, key: &str) -> Result<usize, LoadError> {
         bounded(key, self.u64(key)?)
     }
 
     /// A float. An f32 becomes the f64 with the same shortest decimal form, the value its writer
     /// meant: a config's `1e-6`, stored as the f32 nearest it, reads back as `1e-6`.
-    fn f64(&self, key: &str) -> Result<f64, LoadError> {
+    pub(crate) fn f64(&self, key: &str) -> Result<f64, LoadError> {
         match self.get(key)? {
             Value::F32(x) => Ok(x.to_string().parse().unwrap_or(f64::from(*x))),
             Value::F64(x) => Ok(*x),

@@ -13,6 +13,7 @@ pub mod author;
 pub mod config;
 pub mod families;
 pub mod gguf;
+pub mod gguf_attention;
 pub mod hf;
 pub mod layout;
 pub mod presets;
