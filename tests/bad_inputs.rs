@@ -240,3 +240,46 @@ fn a_graph_in_a_case_file_is_refused_when_a_tensor_type_is_over_the_limit() {
     let e = case_error(&huge);
     assert!(e.ends_with(&format!("tensor `%l1.conv` (values) is 3200000000, the limit is {MAX_CASE_VALUES}")), "{e}");
 }
+
+#[test]
+fn an_ill_formed_graph_or_an_attribute_a_config_could_not_give_is_an_error_of_the_case_file() {
+    let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/latent-key-path.case");
+    let text = std::fs::read_to_string(corpus).expect("a corpus case");
+    // (the edit, what the error says). Each was read, then refused by the engine with exit 1 as if
+    // it were a construct the engine has no unit for.
+    let cases: &[((&str, &str), &str)] = &[
+        (
+            ("%l0.q: [4, 32] = reshape(shape=[4, 32])", "%l0.q: [4, 30] = reshape(shape=[4, 30])"),
+            "line 8: the graph is not well formed: op 8 (reshape): reshape of [128] to [4, 30]",
+        ),
+        (
+            ("%l0.x: [64] = rms_norm(eps=1e-6) %h0,", "%l0.x: [64] = rms_norm(eps=1e-6) %l0.x,"),
+            "the graph is not well formed: op 1 (rms_norm) reads %l0.x before it is written",
+        ),
+        (
+            ("%l0.x: [64] = rms_norm(eps=1e-6)", "%l0.x: [32] = rms_norm(eps=1e-6)"),
+            "the graph is not well formed: op 1 (rms_norm) declares %l0.x as [32]",
+        ),
+        (
+            ("%l0.x: [64] = rms_norm(eps=1e-6)", "%l0.x: [64] = rms_norm(eps=NaN)"),
+            "the graph is not well formed: op 1 (rms_norm): eps is NaN; expected a finite number above 0",
+        ),
+        (
+            ("%l0.x: [64] = rms_norm(eps=1e-6)", "%l0.x: [64] = rms_norm(eps=-1)"),
+            "op 1 (rms_norm): eps is -1; expected a finite number above 0",
+        ),
+        (
+            (
+                "rope(theta=10000.0, rotary_dims=8, style=neox) %l0.q.normed",
+                "rope(theta=inf, rotary_dims=8, style=neox) %l0.q.normed",
+            ),
+            "(rope): theta is inf; expected a finite number above 0",
+        ),
+    ];
+    for ((from, to), says) in cases {
+        let edited = text.replacen(from, to, 1);
+        assert_ne!(edited, text, "{from}");
+        let e = case_error(&edited);
+        assert!(e.contains(says), "{to}: {e}");
+    }
+}

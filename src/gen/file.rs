@@ -18,7 +18,8 @@
 //! have, exactly (an `accepted` case must also agree). `spec` is followed by the `ModelSpec` as
 //! JSON, over as many lines as it takes. Instead of (or after) the spec, `graph` starts a step graph
 //! in the IR's text form, which runs to its `logits` line; a spec next to a graph only makes the
-//! checkpoint. `mutation` takes the mutation's one-line text form. `shim without SYMBOL`,
+//! checkpoint. A graph must be well formed, its attributes as a config's (`Graph::validate`,
+//! `Graph::validate_attributes`): an ill-formed one is an error of the file. `mutation` takes the mutation's one-line text form. `shim without SYMBOL`,
 //! `numerics ACT[/KV[/STATE]]`, `seed N` and `steps N` default to the engine's shim, f32, 0 and 4.
 //! Blank lines are skipped.
 //!
@@ -112,7 +113,7 @@ impl CaseFile {
                 }
                 let g = parse_graph(&rest[..end])
                     .map_err(|e| FileError { line: line + e.line() - 1, why: e.to_string() })?;
-                graph = Some(g);
+                graph = Some((g, line));
                 line += lines - 1;
                 rest = &rest[end..];
                 continue;
@@ -146,11 +147,17 @@ impl CaseFile {
             }
             rest = next;
         }
-        if let Some(g) = &graph {
+        if let Some((g, line)) = &graph {
+            let line = *line;
             limits::check_graph(g, steps, limits::MAX_CASE_VALUES)
                 .map_err(|e| FileError { line, why: e.to_string() })?;
+            // An ill-formed graph is an input that cannot be read, not a construct the engine
+            // refuses: what a mutation makes ill-formed is the lowering's to refuse.
+            g.validate()
+                .and_then(|()| g.validate_attributes())
+                .map_err(|e| FileError { line, why: format!("the graph is not well formed: {e}") })?;
         }
-        let input = match (spec, graph) {
+        let input = match (spec, graph.map(|(g, _)| g)) {
             (Some(spec), None) => Input::Spec(spec),
             (spec, Some(graph)) => Input::Graph { graph, spec },
             (None, None) => return Err(FileError { line, why: "no spec and no graph".into() }),

@@ -23,6 +23,49 @@ pub enum GraphError {
     DeclaredType { op: usize, kind: &'static str, tensor: String, declared: Ty, inferred: Ty },
     #[error("{0}")]
     Role(String),
+    #[error("op {op} ({kind}): {attribute} is {value}; {expected}")]
+    Attribute { op: usize, kind: &'static str, attribute: &'static str, value: f64, expected: &'static str },
+}
+
+/// The rule each float attribute keeps, as a `config.json` reader holds the values they come from
+/// (`rms_norm_eps`, `rope_theta`, …): an epsilon and a θ are finite and above 0; a factor, an
+/// offset, a scale and a frequency are finite; a clamp's bounds are no NaN and in order.
+type AttributeRule = (&'static str, fn(f64) -> bool, &'static str);
+
+const POSITIVE: fn(f64) -> bool = |x| x.is_finite() && x > 0.0;
+const FINITE: fn(f64) -> bool = f64::is_finite;
+const ABOVE_ZERO: &str = "expected a finite number above 0";
+const A_NUMBER: &str = "expected a finite number";
+
+impl Graph {
+    /// Checks every op's float attributes against their rules ([`AttributeRule`]): what a step
+    /// graph given as text must keep, as the config it would be authored from must.
+    pub fn validate_attributes(&self) -> Result<(), GraphError> {
+        use super::op::OpKind::*;
+        for (op, o) in self.ops.iter().enumerate() {
+            let kind = o.kind.name();
+            let rules: Vec<(f64, AttributeRule)> = match &o.kind {
+                RmsNorm { eps } | LayerNorm { eps } | L2Norm { eps } => vec![(*eps, ("eps", POSITIVE, ABOVE_ZERO))],
+                Rope { theta, .. } => vec![(*theta, ("theta", POSITIVE, ABOVE_ZERO))],
+                Scale { factor } => vec![(*factor, ("factor", FINITE, A_NUMBER))],
+                Offset { value } => vec![(*value, ("value", FINITE, A_NUMBER))],
+                Attention { scale, .. } => vec![(*scale, ("scale", FINITE, A_NUMBER))],
+                RopeFreqs { inv_freq, scale, .. } => std::iter::once((*scale, ("scale", FINITE, A_NUMBER)))
+                    .chain(inv_freq.iter().map(|&f| (f, ("a frequency", FINITE, A_NUMBER))))
+                    .collect(),
+                // NaN fails the comparison, so either bound NaN is refused too.
+                Clamp { min, max } if min <= max => vec![],
+                Clamp { min, .. } => vec![(*min, ("min", |_| false, "expected a number no more than max"))],
+                _ => vec![],
+            };
+            for (value, (attribute, holds, expected)) in rules {
+                if !holds(value) {
+                    return Err(GraphError::Attribute { op, kind, attribute, value, expected });
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Graph {
