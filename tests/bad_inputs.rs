@@ -213,6 +213,35 @@ fn a_safetensors_error_names_the_tensor_and_the_file() {
         let e = tensors_from_bytes(path, &safetensors(entries)).expect_err("refused").to_string();
         assert!(e.starts_with(says), "{e}");
     }
+    // Headers as written, over `data` bytes: (header, data, what the error says). An overlap or a
+    // gap was reported against a neighbour of the tensor at fault, and a key given twice was read
+    // as its last value without a word.
+    let f32x2 = |at: u64| format!(r#"{{"dtype": "F32", "shape": [2], "data_offsets": [{at}, {}]}}"#, at + 8);
+    let cases: &[(String, usize, &str)] = &[
+        (
+            format!(r#"{{"a": {}, "b": {}, "c": {}}}"#, f32x2(0), f32x2(8), f32x2(12)),
+            20,
+            "tensor c starts at byte 12, inside tensor b (bytes 8..16)",
+        ),
+        (
+            format!(r#"{{"a": {}, "b": {}, "c": {}}}"#, f32x2(0), f32x2(12), f32x2(20)),
+            28,
+            "bytes 8..12 between tensor a and tensor b belong to no tensor",
+        ),
+        (format!(r#"{{"a": {}, "b": {}}}"#, f32x2(0), f32x2(8)), 20, "bytes 16..20 after tensor b belong to no tensor"),
+        (
+            format!(r#"{{"a": {}, "b": {}, "a": {}}}"#, f32x2(0), f32x2(8), f32x2(16)),
+            24,
+            "tensor a is given twice in the header",
+        ),
+    ];
+    for (header, data, says) in cases {
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend(header.as_bytes());
+        bytes.resize(bytes.len() + data, 0);
+        let e = tensors_from_bytes(path, &bytes).expect_err("refused").to_string();
+        assert_eq!(e, format!("w.safetensors: bad safetensors header: {says}"), "{header}");
+    }
 
     // A folder: a missing tensor names the folder; an empty weight_map names the index.
     let dir = scratch("bad-missing-tensor");

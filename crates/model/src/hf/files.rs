@@ -98,7 +98,7 @@ fn with_file<T>(
 /// inside the data, then everything `SafeTensors::deserialize` checks.
 fn checked<'a>(path: &Path, bytes: &'a [u8]) -> Result<SafeTensors<'a>, LoadError> {
     let bad = |why: String| LoadError::BadHeader { path: path.to_path_buf(), why };
-    check_data_ends(bytes).map_err(bad)?;
+    super::header::check_header(bytes).map_err(bad)?;
     SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))
 }
 
@@ -118,56 +118,6 @@ pub fn tensors_from_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<(String, Tens
             Ok((name.to_string(), Tensor::stored(view.shape().to_vec(), ty, Bytes::owned(view.data().to_vec()))))
         })
         .collect()
-}
-
-/// Refuses a header whose tensors end past the file's data, or whose shape and dtype do not
-/// take the bytes its offsets give, naming the tensor. `SafeTensors::deserialize` checks that the
-/// offsets tile the data exactly, but adds their end to the header's length unchecked, which
-/// overflows (a panic in debug builds) when a header's offsets add up past `usize`, and its error
-/// for a shape that does not fit its bytes names no tensor. Anything else wrong with the header is
-/// left for it to name.
-fn check_data_ends(bytes: &[u8]) -> Result<(), String> {
-    let Some((len, rest)) = bytes.split_first_chunk::<8>() else { return Ok(()) };
-    let Some(header) = usize::try_from(u64::from_le_bytes(*len)).ok().and_then(|n| rest.get(..n)) else {
-        return Ok(());
-    };
-    let data = rest.len() - header.len();
-    let Ok(Value::Object(entries)) = serde_json::from_slice::<Value>(header) else { return Ok(()) };
-    for (name, entry) in &entries {
-        let end = entry.get("data_offsets").and_then(|o| o.get(1)).and_then(Value::as_u64);
-        if let Some(end) = end.filter(|&e| e > data as u64) {
-            return Err(format!("tensor {name} ends at byte {end}, past the {data} bytes of data"));
-        }
-        let start = entry.get("data_offsets").and_then(|o| o.get(0)).and_then(Value::as_u64);
-        let width = entry.get("dtype").and_then(Value::as_str).and_then(dtype_bytes);
-        let shape = entry.get("shape").and_then(Value::as_array);
-        if let (Some(start), Some(end), Some(width), Some(shape)) = (start, end, width, shape) {
-            let dims: Option<Vec<u64>> = shape.iter().map(Value::as_u64).collect();
-            let Some(dims) = dims else { continue };
-            let want = dims.iter().try_fold(width, |n, &d| n.checked_mul(d));
-            let have = end.checked_sub(start);
-            if want != have {
-                return Err(format!(
-                    "tensor {name}: shape {dims:?} of {} takes {} bytes, but its offsets [{start}, {end}] give {}",
-                    entry.get("dtype").and_then(Value::as_str).unwrap_or_default(),
-                    want.map_or("more than 2^64".into(), |w| w.to_string()),
-                    have.map_or_else(|| "a negative count".into(), |h| h.to_string()),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The bytes a value of the safetensors dtype `name` takes, for the dtypes of a byte or more.
-fn dtype_bytes(name: &str) -> Option<u64> {
-    Some(match name {
-        "BOOL" | "U8" | "I8" | "F8_E5M2" | "F8_E4M3" | "F8_E8M0" => 1,
-        "I16" | "U16" | "F16" | "BF16" => 2,
-        "I32" | "U32" | "F32" => 4,
-        "I64" | "U64" | "F64" | "C64" => 8,
-        _ => return None,
-    })
 }
 
 fn tensor<'a>(path: &Path, st: &SafeTensors<'a>, name: &str) -> Result<TensorView<'a>, LoadError> {

@@ -10,6 +10,7 @@
 //! anything else is an error naming the tensor.
 
 pub(crate) mod files;
+mod header;
 pub mod names;
 pub mod transform;
 
