@@ -818,11 +818,25 @@ impl<'a> Reader<'a> {
     }
 
     /// A u64 count of items of at least `min_bytes` each: at most `limit`, and no more than the
-    /// bytes left can hold.
+    /// bytes left can hold. A count within its limit whose items the bytes left cannot hold is a
+    /// file cut short (`Truncated`); a count over its limit is `CountTooLarge`.
     fn count(&mut self, what: What, min_bytes: u64, limit: u64) -> Result<u64> {
         let offset = self.offset();
         let count = self.u64(what)?;
-        let max = (self.left() / min_bytes.max(1)).min(limit);
+        let min_bytes = min_bytes.max(1);
+        let left = self.left();
+        if count <= limit && count > left / min_bytes {
+            return Err(GgufError::Truncated {
+                offset: self.offset(),
+                what: match min_bytes {
+                    1 => format!("{} at byte {offset} ({count} bytes)", what()),
+                    _ => format!("{} at byte {offset} ({count} items of at least {min_bytes} bytes)", what()),
+                },
+                needed: count.saturating_mul(min_bytes),
+                left,
+            });
+        }
+        let max = (left / min_bytes).min(limit);
         if count > max {
             return Err(GgufError::CountTooLarge { offset, what: what(), count, max });
         }
