@@ -109,6 +109,9 @@ fn a_flag_at_zero_over_its_limit_or_changing_nothing_is_refused_with_status_2() 
         (&["check", "--preset", "tiny", "--batch", "2", "--json"], "cannot be used with"),
         (&["check", "tests/missing.gguf", "--weights", "q8_0"], "cannot be used with"),
         (&["run", "tests/missing.gguf", "--tokens", "1", "--weights", "q8_0"], "cannot be used with"),
+        // (was: a `refused Check` row)
+        (&["check", "--preset", "tiny", "--steps", "0"], "`--steps` is 0; a verdict needs at least 2"),
+        (&["check", "--preset", "tiny", "--steps", "1"], "`--steps` is 1; a verdict needs at least 2"),
         // No matrix of tiny has rows of 256 values: every weight stayed F32, with nothing said.
         (
             &["run", "--preset", "tiny", "--tokens", "1", "--weights", "q4_k"],

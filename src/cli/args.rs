@@ -263,9 +263,16 @@ pub struct VerdictArgs {
     pub numerics: Numerics,
 }
 
-/// Reads `--steps`: a count of at most [`MAX_STEPS`].
+/// Reads `--steps`: a count of at least the steps a verdict needs and at most [`MAX_STEPS`].
 pub(crate) fn parse_steps(s: &str) -> Result<usize, String> {
-    limits::parse_count("`--steps`", s, MAX_STEPS)
+    let steps = limits::parse_count("`--steps`", s, MAX_STEPS)?;
+    let least = crate::check::MIN_STEPS;
+    if steps < least {
+        return Err(format!(
+            "`--steps` is {steps}; a verdict needs at least {least} (state read once written, RoPE away from position 0)"
+        ));
+    }
+    Ok(steps)
 }
 
 /// Reads `--batch`: 1 to [`limits::MAX_BATCH`] slots.
