@@ -27,6 +27,8 @@ pub enum SourceError {
     NoSuchPreset { name: String },
     #[error("{0} is neither a model folder nor a .gguf file")]
     NotAModel(PathBuf),
+    #[error("{0}: no such file or folder")]
+    NoSuchPath(PathBuf),
     #[error(transparent)]
     Hf(#[from] hf::LoadError),
     #[error("{}", with_path(path, source))]
@@ -56,6 +58,7 @@ impl SourceError {
         match self {
             SourceError::NoSuchPreset { .. } => "NoSuchPreset",
             SourceError::NotAModel(_) => "NotAModel",
+            SourceError::NoSuchPath(_) => "NoSuchPath",
             SourceError::Hf(_) => "HfFolder",
             SourceError::Gguf { .. } => "Gguf",
             SourceError::Memory(_) => "Memory",
@@ -69,7 +72,9 @@ impl SourceError {
 impl ModelSource {
     /// The source a path names: a `.gguf` file, or a folder.
     pub(crate) fn from_path(path: &Path) -> Result<ModelSource, SourceError> {
-        if path.is_dir() {
+        if !path.exists() {
+            Err(SourceError::NoSuchPath(path.to_path_buf()))
+        } else if path.is_dir() {
             Ok(ModelSource::HfFolder(path.to_path_buf()))
         } else if path.extension().is_some_and(|e| e == "gguf") {
             Ok(ModelSource::Gguf(path.to_path_buf()))

@@ -207,7 +207,7 @@ fn check_gives_every_model_a_row_a_legend_and_a_summary() {
     let out = stdout(&o);
     let row =
         |model: &str| out.lines().find(|l| l.starts_with(model)).unwrap_or_else(|| panic!("no row {model}:\n{out}"));
-    assert!(row("no/such/folder").contains("refused NotAModel"), "{out}");
+    assert!(row("no/such/folder").contains("refused NoSuchPath"), "{out}");
     assert!(row("tiny ").contains(" agree "), "{out}");
     assert!(row("no-such").contains("refused NoSuchPreset"), "{out}");
     assert!(row("qwen3.5-9b-style").contains("skipped"), "{out}");
