@@ -84,7 +84,7 @@ fn each_is_an_error_with_status_2(cases: &[(&[&str], &str)]) {
 fn a_size_over_its_limit_is_refused_with_its_limit_and_status_2() {
     // (arguments, what stderr says)
     let cases: &[(&[&str], &str)] = &[
-        (&["check", "--preset", "tiny", "--steps", "1000000000000"], "`--steps` is 1000000000000, the limit is 65536"),
+        (&["check", "--preset", "tiny", "--steps", "1000000000000"], "`--steps` is 1000000000000, the limit is 4096"),
         (&["run", "--preset", "tiny", "--tokens", "1,x"], "\"x\" is not a token id"),
         (&["check", "--preset", "tiny", "--max-gib", "NaN"], "`--max-gib` is NaN, it must be a finite number"),
         (&["check", "--preset", "tiny", "--max-gib", "-1"], "`--max-gib` is -1"),
@@ -175,7 +175,7 @@ fn corpus_review_gives_a_bad_file_its_row_and_runs_the_rest() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(
-        out.contains("a-steps.case") && out.contains("field `steps` is 1000000000000, the limit is 65536"),
+        out.contains("a-steps.case") && out.contains("field `steps` is 1000000000000, the limit is 4096"),
         "{out}"
     );
     assert!(out.contains("b-vocab.case") && out.contains("field `vocab` is"), "{out}");
