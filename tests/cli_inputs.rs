@@ -330,14 +330,40 @@ fn a_config_with_pythons_infinity_gets_its_verdict() {
     assert!(stdout(&o).starts_with("accepted: a program of"), "{}", stdout(&o));
 }
 
+/// Every command and subcommand, as `--help` is asked of it.
+const COMMANDS: &[&[&str]] = &[
+    &[],
+    &["graph"],
+    &["lower"],
+    &["run"],
+    &["check"],
+    &["verdict"],
+    &["corpus"],
+    &["corpus", "import"],
+    &["corpus", "review"],
+    &["explain"],
+    &["prove"],
+];
+
+/// The `--help` of `command`, asserted to succeed.
+fn help(command: &[&str]) -> String {
+    let o = stepcheck(&[command, &["--help"]].concat());
+    assert!(o.status.success(), "{command:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
 #[test]
 fn every_help_states_the_exit_statuses() {
-    for cmd in [&[][..], &["graph"], &["lower"], &["run"], &["check"], &["verdict"], &["corpus"], &["explain"]] {
-        let mut args = cmd.to_vec();
-        args.push("--help");
-        let o = stepcheck(&args);
-        assert!(o.status.success());
-        assert!(stdout(&o).contains("Exit status: 0 "), "{args:?}: {}", stdout(&o));
+    for command in COMMANDS {
+        assert!(help(command).contains("Exit status: 0 "), "{command:?}: {}", help(command));
+    }
+}
+
+#[test]
+fn no_help_names_an_internal_path() {
+    for command in COMMANDS {
+        let text = help(command);
+        assert!(!text.contains("crate::") && !text.contains("::"), "{command:?}: {text}");
     }
 }
 
