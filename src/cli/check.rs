@@ -110,7 +110,7 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
     let labels: Vec<String> = sources.iter().map(|s| s.as_ref().map_or_else(|e| e.0.clone(), |s| s.label())).collect();
     let w = labels.iter().map(String::len).max().unwrap_or(5).max(5);
     let budget = Budget::new(a.max_gib);
-    let progress = Progress::new();
+    let mut progress = Progress::new();
     if !a.json {
         let mut header = format!("{:<w$}", "model");
         for (name, width, _) in COLUMNS {
@@ -122,7 +122,7 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
     for (source, label) in sources.iter().zip(&labels) {
         let t0 = Instant::now();
         let mut row = match source {
-            Ok(source) => check_one(&a, source, budget.as_ref(), explicit, &progress),
+            Ok(source) => check_one(&a, source, budget.as_ref(), explicit, &mut progress),
             Err((_, name, why)) => refused(name, why.clone(), 2),
         };
         row.model = label.clone();
@@ -205,7 +205,7 @@ fn refused(name: &str, detail: String, exit: u8) -> Row {
 }
 
 /// The row of one model: read its spec, admit its memory, load, lower, compare.
-fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, explicit: bool, p: &Progress) -> Row {
+fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, explicit: bool, p: &mut Progress) -> Row {
     let label = source.label();
     p.show(&format!("{label}: reading its spec"));
     let spec = match source.spec() {
@@ -282,7 +282,7 @@ fn compared(
     ckpt: &crate::model::Checkpoint,
     spec: &crate::model::ModelSpec,
     commands: Option<usize>,
-    p: &Progress,
+    p: &mut Progress,
 ) -> Row {
     let tokens: Vec<u32> = (0..a.steps).map(|i| ((i * 7919 + 11) % spec.vocab.max(1)) as u32).collect();
     p.show(&format!("{label}: comparing {} steps", tokens.len()));
