@@ -49,7 +49,8 @@ fn lower_prints_the_program_or_the_refusal_with_its_exit_status() {
 fn check_prints_one_agreeing_line_per_model() {
     let o = stepcheck(&["check", "--preset", "tiny", "reference/fixtures/qwen35-c", "--steps", "3"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    // The header, a row per model, then (after a blank line) the legend and the summary.
+    // The header, a row per model, then (after a blank line) the summary: the legend is printed
+    // only on a terminal or with `--legend`.
     let lines: Vec<String> = stdout(&o).lines().take_while(|l| !l.is_empty()).map(str::to_string).collect();
     assert_eq!(lines.len(), 3, "{lines:?}");
     assert!(lines[1..].iter().all(|l| l.split_whitespace().nth(1) == Some("agree")), "{lines:?}");

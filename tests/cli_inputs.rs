@@ -208,6 +208,7 @@ fn corpus_review_gives_a_bad_file_its_row_and_runs_the_rest() {
 fn check_gives_every_model_a_row_a_legend_and_a_summary() {
     let o = stepcheck(&[
         "check",
+        "--legend",
         "--preset",
         "tiny",
         "--preset",
@@ -227,7 +228,7 @@ fn check_gives_every_model_a_row_a_legend_and_a_summary() {
     let out = stdout(&o);
     let row =
         |model: &str| out.lines().find(|l| l.starts_with(model)).unwrap_or_else(|| panic!("no row {model}:\n{out}"));
-    assert!(row("no/such/folder").contains("refused NotAModel"), "{out}");
+    assert!(row("folder ").contains("refused NotAModel"), "{out}");
     assert!(row("tiny ").contains(" agree "), "{out}");
     assert!(row("no-such").contains("refused NoSuchPreset"), "{out}");
     assert!(row("qwen3.5-9b-style").contains("skipped"), "{out}");
@@ -245,6 +246,57 @@ fn check_gives_every_model_a_row_a_legend_and_a_summary() {
     assert!(out.contains(summary), "{out}");
     // A pipe gets progress as plain lines, never a terminal's escape codes.
     assert!(!stderr(&o).contains(['\x1b', '\r']), "{}", stderr(&o));
+}
+
+#[test]
+fn the_legend_is_printed_with_legend_or_on_a_terminal_never_otherwise() {
+    let legend = ["verdicts: agree", "structure: the engine's units", "max rel, bound:", "proof: the program proved"];
+    // (arguments, whether the legend is printed): stdout is a pipe here, not a terminal.
+    let cases: [(&[&str], bool); 2] = [
+        (&["check", "--preset", "tiny", "--steps", "2"], false),
+        (&["check", "--preset", "tiny", "--steps", "2", "--legend"], true),
+    ];
+    for (args, printed) in cases {
+        let o = stepcheck(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        for line in legend {
+            assert_eq!(stdout(&o).contains(line), printed, "{args:?}, {line:?}:\n{}", stdout(&o));
+        }
+    }
+}
+
+#[test]
+fn check_names_a_model_by_its_file_or_folder_and_json_by_its_path() {
+    let (folder, gguf) = ("reference/fixtures/qwen35-c", "reference/fixtures/qwen35-b/model.gguf");
+    let o = stepcheck(&["check", folder, gguf, "--preset", "tiny", "--steps", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let rows: Vec<&str> = out.lines().skip(1).take(3).collect();
+    for (row, name) in rows.iter().zip(["qwen35-c ", "model.gguf ", "tiny "]) {
+        assert!(row.starts_with(name), "{name:?}: {out}");
+    }
+    assert!(!out.contains("reference/fixtures"), "{out}");
+    let o = stepcheck(&["check", folder, gguf, "--steps", "2", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    assert_eq!((&v["models"][0]["model"], &v["models"][1]["model"]), (&folder.into(), &gguf.into()));
+}
+
+#[test]
+fn counts_of_one_are_singular() {
+    // (arguments, what stdout says, what it must not say)
+    let dir = scratch("cli-one-case");
+    let case = "head-bound-to-embedding.case";
+    std::fs::copy(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus").join(case), dir.join(case))
+        .expect("copy");
+    let cases: [(&[&str], &str, &str); 3] = [
+        (&["check", "--preset", "tiny", "--steps", "2"], "\n1 model: 1 judged", "1 models"),
+        (&["prove", "--preset", "tiny", "--layers", "1"], "tiny (1 layer, numerics", "1 layers"),
+        (&["corpus", "review", path(&dir)], "1 case, 0 changed", "1 cases"),
+    ];
+    for (args, says, never) in cases {
+        let o = stepcheck(args);
+        assert!(stdout(&o).contains(says) && !stdout(&o).contains(never), "{args:?}: {}", stdout(&o));
+    }
 }
 
 #[test]

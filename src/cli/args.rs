@@ -152,6 +152,10 @@ pub struct CheckArgs {
     /// max_rel, widest, steps, seconds, detail}, …], "summary":{…}}`. Not with `--batch`.
     #[arg(long, conflicts_with = "batch")]
     pub json: bool,
+    /// Print the legend under the table (what each verdict and column means); it is printed
+    /// anyway when stdout is a terminal. Not with `--json`.
+    #[arg(long, conflicts_with = "json")]
+    pub legend: bool,
     /// Check batched decode instead: per model, three schedules generated from the seeds `--seed`,
     /// `--seed`+1 and `--seed`+2 on a pool of N slots and batches of up to N rows, each holding
     /// every event kind the pool allows (admit, decode, finish, reuse of a freed slot, fork,

@@ -39,9 +39,11 @@ mod explain_batch;
 mod graph;
 mod lower;
 mod memory;
+mod plural;
 mod progress;
 mod prove;
 mod run;
+mod table;
 mod verdict;
 
 use std::process::ExitCode;

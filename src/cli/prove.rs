@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use super::CliError;
 use super::args::ProveArgs;
+use super::plural::plural;
 use crate::engine::{lower::lower_graph, shim::EngineShim};
 use crate::model::author::decode_step;
 use crate::model::spec::ModelSpec;
@@ -30,7 +31,7 @@ pub(crate) fn prove_cmd(a: ProveArgs) -> Result<ExitCode, CliError> {
     let start = Instant::now();
     let verdict = prove(&authored, &fused, &program);
     let took = start.elapsed();
-    outln!("{} ({} layers, numerics {})", spec.name, spec.layers.len(), a.numerics);
+    outln!("{} ({}, numerics {})", spec.name, plural(spec.layers.len(), "layer"), a.numerics);
     outln!("{verdict}");
     eprintln!("proof took {:.1} ms", took.as_secs_f64() * 1e3);
     Ok(if matches!(verdict, ProofVerdict::Proved(_)) { ExitCode::SUCCESS } else { ExitCode::from(1) })
