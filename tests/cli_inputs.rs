@@ -106,7 +106,7 @@ fn a_flag_at_zero_over_its_limit_or_changing_nothing_is_refused_with_status_2() 
             "`--interval` is 0, it must be at least 1",
         ),
         (&["prove", "--preset", "tiny", "--interval", "2"], "the following required arguments were not provided"),
-        (&["check", "--preset", "tiny", "--batch", "2", "--json"], "cannot be used with"),
+        (&["check", "--preset", "tiny", "--legend", "--json"], "cannot be used with"),
         (&["check", "tests/missing.gguf", "--weights", "q8_0"], "cannot be used with"),
         (&["run", "tests/missing.gguf", "--tokens", "1", "--weights", "q8_0"], "cannot be used with"),
     ];
@@ -252,9 +252,11 @@ fn check_gives_every_model_a_row_a_legend_and_a_summary() {
 fn the_legend_is_printed_with_legend_or_on_a_terminal_never_otherwise() {
     let legend = ["verdicts: agree", "structure: the engine's units", "max rel, bound:", "proof: the program proved"];
     // (arguments, whether the legend is printed): stdout is a pipe here, not a terminal.
-    let cases: [(&[&str], bool); 2] = [
+    let cases: [(&[&str], bool); 4] = [
         (&["check", "--preset", "tiny", "--steps", "2"], false),
         (&["check", "--preset", "tiny", "--steps", "2", "--legend"], true),
+        (&["check", "--batch", "1", "--preset", "tiny"], false),
+        (&["check", "--batch", "1", "--preset", "tiny", "--legend"], true),
     ];
     for (args, printed) in cases {
         let o = stepcheck(args);
@@ -288,8 +290,9 @@ fn counts_of_one_are_singular() {
     let case = "head-bound-to-embedding.case";
     std::fs::copy(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus").join(case), dir.join(case))
         .expect("copy");
-    let cases: [(&[&str], &str, &str); 3] = [
+    let cases: [(&[&str], &str, &str); 4] = [
         (&["check", "--preset", "tiny", "--steps", "2"], "\n1 model: 1 judged", "1 models"),
+        (&["check", "--batch", "1", "--preset", "tiny"], "\n1 model: 1 judged", "1 models"),
         (&["prove", "--preset", "tiny", "--layers", "1"], "tiny (1 layer, numerics", "1 layers"),
         (&["corpus", "review", path(&dir)], "1 case, 0 changed", "1 cases"),
     ];
@@ -340,20 +343,56 @@ fn check_batch_runs_covering_schedules_and_counts_a_skipped_model_apart() {
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     let kinds = "each holds admit, decode, finish, reuse of a freed slot, fork, rollback and a partial batch";
     assert!(out.lines().next().is_some_and(|l| l.contains("3 schedules (seeds 0–2)") && l.ends_with(kinds)), "{out}");
+    // `check`'s table: its header, a row per model, each schedule's line under it.
+    assert!(out.lines().nth(1).is_some_and(|l| l.starts_with("model ") && l.contains(" verdict ")), "{out}");
+    let row = out.lines().find(|l| l.starts_with("tiny ")).unwrap_or_default();
+    assert_eq!(row.split_whitespace().take(4).collect::<Vec<_>>(), ["tiny", "agree", "54", "proved"], "{out}");
     for seed in 0..3 {
-        let line = out.lines().find(|l| l.starts_with(&format!("tiny, seed {seed}: "))).unwrap_or_default();
+        let line = out.lines().find(|l| l.trim_start().starts_with(&format!("seed {seed}: "))).unwrap_or_default();
         assert!(line.contains("proof: proved; symbolic: slots isolated; interpreters: agree over"), "{out}");
     }
-    assert!(out.contains("1 models: 1 run, 0 skipped (not run, not counted as agreeing)"), "{out}");
-    assert!(out.contains("3 schedules run: 3 agree, 0 disagree"), "{out}");
+    assert!(out.contains("\n1 model: 1 judged (1 agree, 0 disagree, 0 inconclusive, 0 refused), 0 skipped"), "{out}");
+    assert!(out.contains("\n3 schedules run: 3 agree, 0 disagree, 0 inconclusive, 0 refused; 3 of 3"), "{out}");
+    assert!(out.contains("\npeak memory: "), "{out}");
     // A named model too large is not run, only proved, and makes the command exit 2.
     let o = stepcheck(&["check", "--batch", "2", "--preset", "tiny", "--preset", "qwen3.5-9b-style", "--max-gib", "8"]);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(2), "{out}{}", stderr(&o));
-    let line = out.lines().find(|l| l.starts_with("qwen3.5-9b-style, seeds 0–2: ")).unwrap_or_default();
-    assert!(line.contains("proof: 3 of 3 schedules proved; interpreters: not run: qwen3.5-9b-style needs"), "{out}");
-    assert!(line.ends_with("only its proofs were checked"), "{out}");
-    assert!(out.contains("2 models: 1 run, 1 skipped (not run, not counted as agreeing)"), "{out}");
+    let row = out.lines().find(|l| l.starts_with("qwen3.5-9b-style ")).unwrap_or_default();
+    assert!(row.contains(" skipped ") && row.contains(" proved "), "{out}");
+    assert!(out.contains("not run: qwen3.5-9b-style needs about"), "{out}");
+    assert!(out.contains("only its proofs were checked (3 of 3 schedules proved)"), "{out}");
+    assert!(out.contains("2 models: 1 judged (1 agree, 0 disagree, 0 inconclusive, 0 refused), 1 skipped"), "{out}");
+}
+
+#[test]
+fn check_batch_json_has_checks_shape_with_each_schedule_in_its_row() {
+    let o = stepcheck(&["check", "--batch", "1", "--preset", "tiny", "--preset", "nope", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    let single = stepcheck(&["check", "--preset", "tiny", "--preset", "nope", "--steps", "2", "--json"]);
+    let w: serde_json::Value = serde_json::from_str(stdout(&single).trim()).expect("one JSON object");
+    let keys = |v: &serde_json::Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+    // Every field of `check --json` is there, in the rows and in the summary.
+    for (batch, single) in [(&v["models"][0], &w["models"][0]), (&v["summary"], &w["summary"])] {
+        let missing: Vec<String> = keys(single).into_iter().filter(|k| batch.get(k).is_none()).collect();
+        assert!(missing.is_empty(), "missing {missing:?}: {batch}");
+    }
+    let tiny = &v["models"][0];
+    assert_eq!((&tiny["verdict"], &tiny["proof"], &tiny["commands"]), (&"agree".into(), &"proved".into(), &54.into()));
+    assert!(tiny["structure"].as_f64().is_some_and(|x| x < 1e-9), "{tiny}");
+    let schedules = tiny["schedules"].as_array().expect("schedules");
+    assert_eq!(schedules.len(), 3);
+    for s in schedules {
+        assert_eq!(
+            (&s["proof"], &s["symbolic"], &s["verdict"]),
+            (&"proved".into(), &"slots isolated".into(), &"agree".into())
+        );
+        assert!(s["interpreters"].as_str().is_some_and(|i| i.starts_with("agree over")), "{s}");
+    }
+    assert_eq!((&v["models"][1]["verdict"], &v["models"][1]["refusal"]), (&"refused".into(), &"NoSuchPreset".into()));
+    assert_eq!((&v["summary"]["agree"], &v["summary"]["exit"]), (&1.into(), &2.into()));
+    assert_eq!((&v["batch"]["slots"], &v["batch"]["schedules"]["agree"]), (&1.into(), &3.into()));
 }
 
 // ---- The boundary: the other commands. ----

@@ -149,8 +149,9 @@ pub struct CheckArgs {
     #[arg(long, value_parser = parse_gib, allow_hyphen_values = true)]
     pub max_gib: Option<f64>,
     /// Print one JSON object: `{"models":[{model, verdict, refusal, commands, proof, structure,
-    /// max_rel, widest, steps, seconds, detail}, …], "summary":{…}}`. Not with `--batch`.
-    #[arg(long, conflicts_with = "batch")]
+    /// max_rel, widest, steps, seconds, detail}, …], "summary":{…}}`; with `--batch`, each model
+    /// also has its `schedules`, and the object a `batch` with the pool and the schedules' tally.
+    #[arg(long)]
     pub json: bool,
     /// Print the legend under the table (what each verdict and column means); it is printed
     /// anyway when stdout is a terminal. Not with `--json`.
@@ -160,7 +161,7 @@ pub struct CheckArgs {
     /// `--seed`+1 and `--seed`+2 on a pool of N slots and batches of up to N rows, each holding
     /// every event kind the pool allows (admit, decode, finish, reuse of a freed slot, fork,
     /// rollback, a partial batch), judged by validation, the proof, the symbolic slot run and the
-    /// interpreters. N is 1 to 64.
+    /// interpreters; a row per model, each schedule's line under it. N is 1 to 64.
     #[arg(long, value_name = "N", value_parser = parse_batch)]
     pub batch: Option<usize>,
 }
