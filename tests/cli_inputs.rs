@@ -459,6 +459,49 @@ fn no_help_names_an_internal_path() {
 }
 
 #[test]
+fn prove_json_prints_one_object_with_the_verdict_and_what_the_text_carries() {
+    // (arguments, exit status, verdict)
+    let cases: [(&[&str], i32, &str); 2] = [
+        (&["prove", "--preset", "tiny", "--json"], 0, "proved"),
+        (&["prove", "--preset", "tiny", "--numerics", "bf16/bf16/bf16", "--json"], 1, "refused"),
+    ];
+    for (args, status, verdict) in cases {
+        let o = stepcheck(args);
+        assert_eq!(o.status.code(), Some(status), "{args:?}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+        assert_eq!((&v["model"], &v["layers"], &v["verdict"]), (&"tiny".into(), &4.into(), &verdict.into()), "{v}");
+    }
+    let o = stepcheck(&["prove", "--preset", "tiny", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    let text = stdout(&stepcheck(&["prove", "--preset", "tiny"]));
+    // Each output the text lists, with its stage, size and lemmas.
+    let outputs = v["proof"]["outputs"].as_array().expect("outputs");
+    assert!(text.contains(&format!("proved: {} outputs over {} commands", outputs.len(), v["proof"]["commands"])));
+    let logits = &outputs[0];
+    let lemmas = logits["lemmas"].as_object().expect("lemmas").iter().map(|(l, n)| format!("{l} ×{n}"));
+    let line = format!("  logits: {} ({} nodes) by ", logits["stage"].as_str().unwrap_or_default(), logits["size"]);
+    assert!(text.lines().any(|l| l.starts_with(&line) && lemmas.clone().all(|x| l.contains(&x))), "{line}\n{text}");
+    assert_eq!(v["numerics"], "f32/f32/f32");
+    let o = stepcheck(&["prove", "--preset", "tiny", "--numerics", "bf16/bf16/bf16", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    assert_eq!(v["refusal"], "RecurrentStateBelowF32");
+    assert!(v["message"].as_str().is_some_and(|m| m.starts_with("the recurrent state must be stored in f32")), "{v}");
+}
+
+#[test]
+fn graph_json_prints_one_object_with_the_graphs_text() {
+    for fused in [false, true] {
+        let flags: &[&str] = if fused { &["--fused"] } else { &[] };
+        let o = stepcheck(&[&["graph", "--preset", "tiny", "--json"], flags].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+        let text = stdout(&stepcheck(&[&["graph", "--preset", "tiny"], flags].concat()));
+        assert_eq!((&v["model"], &v["fused"], &v["text"]), (&"tiny".into(), &fused.into(), &text.into()));
+        assert!(v["ops"].as_u64().is_some_and(|n| n > 0) && v["tensors"].as_u64().is_some_and(|n| n > 0), "{v}");
+    }
+}
+
+#[test]
 fn usage_lines_name_the_preset_and_graph_reads_no_weight() {
     for cmd in ["graph", "lower", "run"] {
         let o = stepcheck(&[cmd, "--help"]);

@@ -203,6 +203,10 @@ pub struct GraphArgs {
     /// Print the graph as the engine's shim leaves it.
     #[arg(long)]
     pub fused: bool,
+    /// Print one JSON object `{"model":…,"fused":…,"tensors":…,"ops":…,"text":…}`: the graph's
+    /// name, whether it is fused, its counts of tensors and ops, and its text form.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -232,6 +236,11 @@ pub struct ProveArgs {
     /// With `--layers`: every how many layers one is attention (1 to 1024).
     #[arg(long, default_value_t = 4, value_parser = parse_interval, requires = "layers")]
     pub interval: usize,
+    /// Print one JSON object `{"model":…,"layers":…,"numerics":…,"verdict":…}` with, as the
+    /// verdict is `proved`, `refuted`, `inconclusive` or `refused`, the outputs and lemmas, the
+    /// difference, the reason, or the refusal.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
