@@ -106,7 +106,7 @@ fn a_flag_at_zero_over_its_limit_or_changing_nothing_is_refused_with_status_2() 
             "`--interval` is 0, it must be at least 1",
         ),
         (&["prove", "--preset", "tiny", "--interval", "2"], "the following required arguments were not provided"),
-        (&["check", "--preset", "tiny", "--batch", "2", "--json"], "cannot be used with"),
+        (&["check", "--preset", "tiny", "--legend", "--json"], "cannot be used with"),
         (&["check", "tests/missing.gguf", "--weights", "q8_0"], "cannot be used with"),
         (&["run", "tests/missing.gguf", "--tokens", "1", "--weights", "q8_0"], "cannot be used with"),
         // (was: a `refused Check` row)
@@ -188,6 +188,7 @@ fn corpus_review_gives_a_bad_file_its_row_and_runs_the_rest() {
 fn check_gives_every_model_a_row_a_legend_and_a_summary() {
     let o = stepcheck(&[
         "check",
+        "--legend",
         "--preset",
         "tiny",
         "--preset",
@@ -207,7 +208,7 @@ fn check_gives_every_model_a_row_a_legend_and_a_summary() {
     let out = stdout(&o);
     let row =
         |model: &str| out.lines().find(|l| l.starts_with(model)).unwrap_or_else(|| panic!("no row {model}:\n{out}"));
-    assert!(row("no/such/folder").contains("refused NoSuchPath"), "{out}");
+    assert!(row("folder ").contains("refused NoSuchPath"), "{out}");
     assert!(row("tiny ").contains(" agree "), "{out}");
     assert!(row("no-such").contains("refused NoSuchPreset"), "{out}");
     assert!(row("qwen3.5-9b-style").contains("skipped"), "{out}");
@@ -223,8 +224,62 @@ fn check_gives_every_model_a_row_a_legend_and_a_summary() {
     let summary = "5 models: 4 judged (2 agree, 0 disagree, 0 inconclusive, 2 refused), 1 skipped (not run, not \
                    counted as agreeing); 3 proved";
     assert!(out.contains(summary), "{out}");
-    // Progress is for a terminal: a pipe gets no line of it.
-    assert!(o.stderr.is_empty(), "{}", stderr(&o));
+    // A pipe gets progress as plain lines, never a terminal's escape codes.
+    assert!(!stderr(&o).contains(['\x1b', '\r']), "{}", stderr(&o));
+}
+
+#[test]
+fn the_legend_is_printed_with_legend_or_on_a_terminal_never_otherwise() {
+    let legend = ["verdicts: agree", "structure: the engine's units", "max rel, bound:", "proof: the program proved"];
+    // (arguments, whether the legend is printed): stdout is a pipe here, not a terminal.
+    let cases: [(&[&str], bool); 4] = [
+        (&["check", "--preset", "tiny", "--steps", "2"], false),
+        (&["check", "--preset", "tiny", "--steps", "2", "--legend"], true),
+        (&["check", "--batch", "1", "--preset", "tiny"], false),
+        (&["check", "--batch", "1", "--preset", "tiny", "--legend"], true),
+    ];
+    for (args, printed) in cases {
+        let o = stepcheck(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        for line in legend {
+            assert_eq!(stdout(&o).contains(line), printed, "{args:?}, {line:?}:\n{}", stdout(&o));
+        }
+    }
+}
+
+#[test]
+fn check_names_a_model_by_its_file_or_folder_and_json_by_its_path() {
+    let (folder, gguf) = ("reference/fixtures/qwen35-c", "reference/fixtures/qwen35-b/model.gguf");
+    let o = stepcheck(&["check", folder, gguf, "--preset", "tiny", "--steps", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let rows: Vec<&str> = out.lines().skip(1).take(3).collect();
+    for (row, name) in rows.iter().zip(["qwen35-c ", "model.gguf ", "tiny "]) {
+        assert!(row.starts_with(name), "{name:?}: {out}");
+    }
+    assert!(!out.contains("reference/fixtures"), "{out}");
+    let o = stepcheck(&["check", folder, gguf, "--steps", "2", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    assert_eq!((&v["models"][0]["model"], &v["models"][1]["model"]), (&folder.into(), &gguf.into()));
+}
+
+#[test]
+fn counts_of_one_are_singular() {
+    // (arguments, what stdout says, what it must not say)
+    let dir = scratch("cli-one-case");
+    let case = "head-bound-to-embedding.case";
+    std::fs::copy(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus").join(case), dir.join(case))
+        .expect("copy");
+    let cases: [(&[&str], &str, &str); 4] = [
+        (&["check", "--preset", "tiny", "--steps", "2"], "\n1 model: 1 judged", "1 models"),
+        (&["check", "--batch", "1", "--preset", "tiny"], "\n1 model: 1 judged", "1 models"),
+        (&["prove", "--preset", "tiny", "--layers", "1"], "tiny (1 layer, numerics", "1 layers"),
+        (&["corpus", "review", path(&dir)], "1 case, 0 changed", "1 cases"),
+    ];
+    for (args, says, never) in cases {
+        let o = stepcheck(args);
+        assert!(stdout(&o).contains(says) && !stdout(&o).contains(never), "{args:?}: {}", stdout(&o));
+    }
 }
 
 #[test]
@@ -268,20 +323,56 @@ fn check_batch_runs_covering_schedules_and_counts_a_skipped_model_apart() {
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     let kinds = "each holds admit, decode, finish, reuse of a freed slot, fork, rollback and a partial batch";
     assert!(out.lines().next().is_some_and(|l| l.contains("3 schedules (seeds 0–2)") && l.ends_with(kinds)), "{out}");
+    // `check`'s table: its header, a row per model, each schedule's line under it.
+    assert!(out.lines().nth(1).is_some_and(|l| l.starts_with("model ") && l.contains(" verdict ")), "{out}");
+    let row = out.lines().find(|l| l.starts_with("tiny ")).unwrap_or_default();
+    assert_eq!(row.split_whitespace().take(4).collect::<Vec<_>>(), ["tiny", "agree", "54", "proved"], "{out}");
     for seed in 0..3 {
-        let line = out.lines().find(|l| l.starts_with(&format!("tiny, seed {seed}: "))).unwrap_or_default();
+        let line = out.lines().find(|l| l.trim_start().starts_with(&format!("seed {seed}: "))).unwrap_or_default();
         assert!(line.contains("proof: proved; symbolic: slots isolated; interpreters: agree over"), "{out}");
     }
-    assert!(out.contains("1 models: 1 run, 0 skipped (not run, not counted as agreeing)"), "{out}");
-    assert!(out.contains("3 schedules run: 3 agree, 0 disagree"), "{out}");
+    assert!(out.contains("\n1 model: 1 judged (1 agree, 0 disagree, 0 inconclusive, 0 refused), 0 skipped"), "{out}");
+    assert!(out.contains("\n3 schedules run: 3 agree, 0 disagree, 0 inconclusive, 0 refused; 3 of 3"), "{out}");
+    assert!(out.contains("\npeak memory: "), "{out}");
     // A named model too large is not run, only proved, and makes the command exit 2.
     let o = stepcheck(&["check", "--batch", "2", "--preset", "tiny", "--preset", "qwen3.5-9b-style", "--max-gib", "8"]);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(2), "{out}{}", stderr(&o));
-    let line = out.lines().find(|l| l.starts_with("qwen3.5-9b-style, seeds 0–2: ")).unwrap_or_default();
-    assert!(line.contains("proof: 3 of 3 schedules proved; interpreters: not run: qwen3.5-9b-style needs"), "{out}");
-    assert!(line.ends_with("only its proofs were checked"), "{out}");
-    assert!(out.contains("2 models: 1 run, 1 skipped (not run, not counted as agreeing)"), "{out}");
+    let row = out.lines().find(|l| l.starts_with("qwen3.5-9b-style ")).unwrap_or_default();
+    assert!(row.contains(" skipped ") && row.contains(" proved "), "{out}");
+    assert!(out.contains("not run: qwen3.5-9b-style needs about"), "{out}");
+    assert!(out.contains("only its proofs were checked (3 of 3 schedules proved)"), "{out}");
+    assert!(out.contains("2 models: 1 judged (1 agree, 0 disagree, 0 inconclusive, 0 refused), 1 skipped"), "{out}");
+}
+
+#[test]
+fn check_batch_json_has_checks_shape_with_each_schedule_in_its_row() {
+    let o = stepcheck(&["check", "--batch", "1", "--preset", "tiny", "--preset", "nope", "--json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    let single = stepcheck(&["check", "--preset", "tiny", "--preset", "nope", "--steps", "2", "--json"]);
+    let w: serde_json::Value = serde_json::from_str(stdout(&single).trim()).expect("one JSON object");
+    let keys = |v: &serde_json::Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+    // Every field of `check --json` is there, in the rows and in the summary.
+    for (batch, single) in [(&v["models"][0], &w["models"][0]), (&v["summary"], &w["summary"])] {
+        let missing: Vec<String> = keys(single).into_iter().filter(|k| batch.get(k).is_none()).collect();
+        assert!(missing.is_empty(), "missing {missing:?}: {batch}");
+    }
+    let tiny = &v["models"][0];
+    assert_eq!((&tiny["verdict"], &tiny["proof"], &tiny["commands"]), (&"agree".into(), &"proved".into(), &54.into()));
+    assert!(tiny["structure"].as_f64().is_some_and(|x| x < 1e-9), "{tiny}");
+    let schedules = tiny["schedules"].as_array().expect("schedules");
+    assert_eq!(schedules.len(), 3);
+    for s in schedules {
+        assert_eq!(
+            (&s["proof"], &s["symbolic"], &s["verdict"]),
+            (&"proved".into(), &"slots isolated".into(), &"agree".into())
+        );
+        assert!(s["interpreters"].as_str().is_some_and(|i| i.starts_with("agree over")), "{s}");
+    }
+    assert_eq!((&v["models"][1]["verdict"], &v["models"][1]["refusal"]), (&"refused".into(), &"NoSuchPreset".into()));
+    assert_eq!((&v["summary"]["agree"], &v["summary"]["exit"]), (&1.into(), &2.into()));
+    assert_eq!((&v["batch"]["slots"], &v["batch"]["schedules"]["agree"]), (&1.into(), &3.into()));
 }
 
 // ---- The boundary: the other commands. ----
@@ -310,14 +401,83 @@ fn a_config_with_pythons_infinity_gets_its_verdict() {
     assert!(stdout(&o).starts_with("accepted: a program of"), "{}", stdout(&o));
 }
 
+/// Every command and subcommand, as `--help` is asked of it.
+const COMMANDS: &[&[&str]] = &[
+    &[],
+    &["graph"],
+    &["lower"],
+    &["run"],
+    &["check"],
+    &["verdict"],
+    &["corpus"],
+    &["corpus", "import"],
+    &["corpus", "review"],
+    &["explain"],
+    &["prove"],
+];
+
+/// The `--help` of `command`, asserted to succeed.
+fn help(command: &[&str]) -> String {
+    let o = stepcheck(&[command, &["--help"]].concat());
+    assert!(o.status.success(), "{command:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
 #[test]
 fn every_help_states_the_exit_statuses() {
-    for cmd in [&[][..], &["graph"], &["lower"], &["run"], &["check"], &["verdict"], &["corpus"], &["explain"]] {
-        let mut args = cmd.to_vec();
-        args.push("--help");
-        let o = stepcheck(&args);
-        assert!(o.status.success());
-        assert!(stdout(&o).contains("Exit status: 0 "), "{args:?}: {}", stdout(&o));
+    for command in COMMANDS {
+        assert!(help(command).contains("Exit status: 0 "), "{command:?}: {}", help(command));
+    }
+}
+
+#[test]
+fn no_help_names_an_internal_path() {
+    for command in COMMANDS {
+        let text = help(command);
+        assert!(!text.contains("crate::") && !text.contains("::"), "{command:?}: {text}");
+    }
+}
+
+#[test]
+fn prove_json_prints_one_object_with_the_verdict_and_what_the_text_carries() {
+    // (arguments, exit status, verdict)
+    let cases: [(&[&str], i32, &str); 2] = [
+        (&["prove", "--preset", "tiny", "--json"], 0, "proved"),
+        (&["prove", "--preset", "tiny", "--numerics", "bf16/bf16/bf16", "--json"], 1, "refused"),
+    ];
+    for (args, status, verdict) in cases {
+        let o = stepcheck(args);
+        assert_eq!(o.status.code(), Some(status), "{args:?}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+        assert_eq!((&v["model"], &v["layers"], &v["verdict"]), (&"tiny".into(), &4.into(), &verdict.into()), "{v}");
+    }
+    let o = stepcheck(&["prove", "--preset", "tiny", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    let text = stdout(&stepcheck(&["prove", "--preset", "tiny"]));
+    // Each output the text lists, with its stage, size and lemmas.
+    let outputs = v["proof"]["outputs"].as_array().expect("outputs");
+    assert!(text.contains(&format!("proved: {} outputs over {} commands", outputs.len(), v["proof"]["commands"])));
+    let logits = &outputs[0];
+    let lemmas = logits["lemmas"].as_object().expect("lemmas").iter().map(|(l, n)| format!("{l} ×{n}"));
+    let line = format!("  logits: {} ({} nodes) by ", logits["stage"].as_str().unwrap_or_default(), logits["size"]);
+    assert!(text.lines().any(|l| l.starts_with(&line) && lemmas.clone().all(|x| l.contains(&x))), "{line}\n{text}");
+    assert_eq!(v["numerics"], "f32/f32/f32");
+    let o = stepcheck(&["prove", "--preset", "tiny", "--numerics", "bf16/bf16/bf16", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+    assert_eq!(v["refusal"], "RecurrentStateBelowF32");
+    assert!(v["message"].as_str().is_some_and(|m| m.starts_with("the recurrent state must be stored in f32")), "{v}");
+}
+
+#[test]
+fn graph_json_prints_one_object_with_the_graphs_text() {
+    for fused in [false, true] {
+        let flags: &[&str] = if fused { &["--fused"] } else { &[] };
+        let o = stepcheck(&[&["graph", "--preset", "tiny", "--json"], flags].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).expect("one JSON object");
+        let text = stdout(&stepcheck(&[&["graph", "--preset", "tiny"], flags].concat()));
+        assert_eq!((&v["model"], &v["fused"], &v["text"]), (&"tiny".into(), &fused.into(), &text.into()));
+        assert!(v["ops"].as_u64().is_some_and(|n| n > 0) && v["tensors"].as_u64().is_some_and(|n| n > 0), "{v}");
     }
 }
 

@@ -44,7 +44,7 @@ fn review_passes_on_the_corpus_and_shows_a_changed_case_expected_next_to_now() {
     assert!(
         out.contains(name) && out.contains("accepted") && out.contains("refused WrongAttribute at DeltaNet layer 1")
     );
-    assert!(out.ends_with("1 cases, 1 changed\n"), "{out}");
+    assert!(out.ends_with("1 case, 1 changed\n"), "{out}");
 }
 
 #[test]

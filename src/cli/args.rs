@@ -29,6 +29,13 @@ const EXIT_VERDICT: &str = "Exit status: 0 accepted; 1 refused; 2 not judged (un
                             with --json a JSON object with `\"error\": \"NotJudged\"` and a `message`).";
 const EXIT_CORPUS: &str = "Exit status: 0 every case has its stated outcome (import: the case is no failure); 1 \
                            some case changed or fails; 2 the folder or artifact could not be read.";
+const EXIT_CORPUS_IMPORT: &str = "Exit status: 0 the case is no failure; 1 the case is a failure (its case file \
+                                  is printed, or written to --out, all the same); 2 the artifact could not be read or \
+                                  the case file not written.";
+const EXIT_CORPUS_REVIEW: &str = "Exit status: 0 every case has its stated outcome; 1 some case changed or fails; 2 \
+                                  the folder could not be read.";
+const EXIT_PROVE: &str = "Exit status: 0 proved; 1 refuted, inconclusive, or the engine refuses the graph (the \
+                          refusal is printed); 2 the model could not be read or authored, or a bad flag.";
 const EXIT_EXPLAIN: &str = "Exit status: 0 the case has its stated outcome; 1 it fails or its outcome changed; 2 \
                             the case file could not be read.";
 
@@ -69,6 +76,7 @@ pub enum Subcommand {
     Explain(ExplainArgs),
     /// Prove that a model's program computes what its step graph computes, for every checkpoint
     /// and every step: per output, the lemmas used, or where the normal forms differ.
+    #[command(after_help = EXIT_PROVE)]
     Prove(ProveArgs),
 }
 
@@ -82,6 +90,7 @@ pub struct CorpusArgs {
 #[derive(clap::Subcommand, Debug)]
 pub enum CorpusSubcommand {
     /// Turn a fuzz artifact (libFuzzer's input bytes) into a case file with its current outcome.
+    #[command(after_help = EXIT_CORPUS_IMPORT)]
     Import {
         /// The artifact.
         artifact: PathBuf,
@@ -90,6 +99,7 @@ pub enum CorpusSubcommand {
         out: Option<PathBuf>,
     },
     /// Re-run every case file and show those whose outcome changed; exit 1 if any did.
+    #[command(after_help = EXIT_CORPUS_REVIEW)]
     Review {
         /// The corpus folder.
         #[arg(default_value = "tests/corpus")]
@@ -106,9 +116,9 @@ pub struct ExplainArgs {
 /// Which interpreter runs a model.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Interp {
-    /// `crate::interp`: the step graph, in f64.
+    /// The reference interpreter: it runs the step graph, in f64.
     Reference,
-    /// `engine::run`: the engine's program, at the numerics.
+    /// The engine's interpreter: it runs the engine's program, at the numerics.
     Engine,
 }
 
@@ -122,7 +132,7 @@ pub struct CheckArgs {
     /// The seed of the presets' random weights, and with --batch the first schedule's.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// How many tokens to decode (at most 65536).
+    /// How many tokens to decode (2 to 4096).
     #[arg(long, default_value_t = 4, value_parser = parse_steps)]
     pub steps: usize,
     /// The stored type of the presets' random matrices: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1,
@@ -138,15 +148,20 @@ pub struct CheckArgs {
     /// cgroup's limit, `ulimit -v`); a model that needs more is skipped, with what it needs.
     #[arg(long, value_parser = parse_gib, allow_hyphen_values = true)]
     pub max_gib: Option<f64>,
-    /// Print one JSON object: `{"models":[{model, verdict, refusal, commands, max_abs, max_rel,
-    /// tolerance, steps, seconds, detail}, …], "summary":{…}}`. Not with `--batch`.
-    #[arg(long, conflicts_with = "batch")]
+    /// Print one JSON object: `{"models":[{model, verdict, refusal, commands, proof, structure,
+    /// max_rel, widest, steps, seconds, detail}, …], "summary":{…}}`; with `--batch`, each model
+    /// also has its `schedules`, and the object a `batch` with the pool and the schedules' tally.
+    #[arg(long)]
     pub json: bool,
+    /// Print the legend under the table (what each verdict and column means); it is printed
+    /// anyway when stdout is a terminal. Not with `--json`.
+    #[arg(long, conflicts_with = "json")]
+    pub legend: bool,
     /// Check batched decode instead: per model, three schedules generated from the seeds `--seed`,
     /// `--seed`+1 and `--seed`+2 on a pool of N slots and batches of up to N rows, each holding
     /// every event kind the pool allows (admit, decode, finish, reuse of a freed slot, fork,
     /// rollback, a partial batch), judged by validation, the proof, the symbolic slot run and the
-    /// interpreters. N is 1 to 64.
+    /// interpreters; a row per model, each schedule's line under it. N is 1 to 64.
     #[arg(long, value_name = "N", value_parser = parse_batch)]
     pub batch: Option<usize>,
 }
@@ -188,6 +203,10 @@ pub struct GraphArgs {
     /// Print the graph as the engine's shim leaves it.
     #[arg(long)]
     pub fused: bool,
+    /// Print one JSON object `{"model":…,"fused":…,"tensors":…,"ops":…,"text":…}`: the graph's
+    /// name, whether it is fused, its counts of tensors and ops, and its text form.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -217,6 +236,11 @@ pub struct ProveArgs {
     /// With `--layers`: every how many layers one is attention (1 to 1024).
     #[arg(long, default_value_t = 4, value_parser = parse_interval, requires = "layers")]
     pub interval: usize,
+    /// Print one JSON object `{"model":…,"layers":…,"numerics":…,"verdict":…}` with, as the
+    /// verdict is `proved`, `refuted`, `inconclusive` or `refused`, the outputs and lemmas, the
+    /// difference, the reason, or the refusal.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -225,7 +249,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// The tokens to decode, separated by commas and/or spaces (`3,1,4` or `"3, 1, 4"`; at most
-    /// 65536).
+    /// 4096).
     #[arg(long, required = true, value_parser = parse_tokens)]
     pub tokens: Tokens,
     /// Print one JSON object `{"tokens":[…],"logits":[[…],…]}`.

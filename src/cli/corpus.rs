@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use super::CliError;
 use super::args::{CorpusArgs, CorpusSubcommand};
+use super::plural::plural;
 use crate::r#gen::Case;
 use crate::r#gen::file::{CaseFile, PLACEHOLDER, outcome_kind};
 use crate::r#gen::oracle::judge;
@@ -94,7 +95,7 @@ fn review(dir: &Path) -> Result<ExitCode, CliError> {
         outln!("{}", c.path.display());
         out!("{}", side_by_side(&c.expected, &c.now));
     }
-    outln!("{} cases, {} changed", paths.len(), changed.len());
+    outln!("{}, {} changed", plural(paths.len(), "case"), changed.len());
     Ok(if changed.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use super::CliError;
+use super::plural::plural;
 
 /// `stepcheck explain` of a batched case (`tests/corpus_batch/*.case`): the schedule, the slot plan
 /// (mutated), the table step × slot, the outcome validation and the symbolic run predict, the
@@ -18,7 +19,7 @@ pub(crate) fn explain_batch(file: &crate::batch::r#gen::CaseFile) -> Result<Exit
     let program = lower_graph(&graph, Numerics::F32).map_err(|e| e.to_string())?;
     let case = file.case();
     super::explain::section("schedule")?;
-    outln!("pool: {} slots, batch {}, {} snapshots", case.slots, case.max_batch, case.snapshots);
+    outln!("pool: {}, batch {}, {}", plural(case.slots, "slot"), case.max_batch, plural(case.snapshots, "snapshot"));
     print!("{}", case.schedule);
     let mut pool = pool_of(&case, &program).map_err(|e| e.to_string())?;
     if let Ok(mut lowered) = crate::batch::plan::lower_schedule(&case.schedule, &pool) {

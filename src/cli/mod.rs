@@ -1,7 +1,7 @@
 //! The command line: `graph`, `lower`, `run`, `check`, `verdict`, `corpus`, `explain` and `prove`.
 //!
-//! What a command answers goes to stdout; progress goes to stderr, as one updating line and only
-//! when stderr is a terminal. A closed stdout (`stepcheck explain CASE | head -3`) ends the command
+//! What a command answers goes to stdout; progress goes to stderr, as one updating line on a
+//! terminal and as a plain line every few seconds otherwise (`progress`). A closed stdout (`stepcheck explain CASE | head -3`) ends the command
 //! quietly with exit status 0: the reader has what it asked for, and no panic or error is shown.
 //! Every size read from a flag is checked against its limit (`crate::limits`) while the flags are
 //! parsed, before anything is allocated from it.
@@ -39,9 +39,11 @@ mod explain_batch;
 mod graph;
 mod lower;
 mod memory;
+mod plural;
 mod progress;
 mod prove;
 mod run;
+mod table;
 mod verdict;
 
 use std::process::ExitCode;

@@ -59,7 +59,7 @@ const TOP: usize = 5;
 
 pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     let tokens = &a.tokens.0;
-    let progress = Progress::new();
+    let mut progress = Progress::new();
     let source = a.model.source_as(a.weights)?;
     progress.show(&format!("{}: loading", source.label()));
     let budget = Budget::new(a.max_gib);

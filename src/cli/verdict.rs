@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::CliError;
 use super::args::VerdictArgs;
+use super::plural::plural;
 use crate::admission::{Admission, admit_config_json, admit_spec};
 use crate::formats::gguf::GgufFile;
 use crate::model::gguf::{GgufModel, read_gguf};
@@ -79,7 +80,7 @@ fn admission_of(a: &VerdictArgs) -> Result<Admission, CliError> {
 
 /// What a GGUF file holds besides its decoder: its tensor types and its skipped MTP head.
 fn print_gguf(m: &GgufModel) -> Result<(), CliError> {
-    outln!("decoder: {} layers", m.spec.layers.len());
+    outln!("decoder: {}", plural(m.spec.layers.len(), "layer"));
     outln!("tensor types: {}", m.types);
     if let Some(mtp) = &m.mtp {
         outln!("{mtp}");
@@ -103,11 +104,11 @@ fn gguf_json(m: &GgufModel) -> serde_json::Value {
 fn print(admission: &Admission) -> Result<(), CliError> {
     if let Some(p) = admission.program {
         outln!(
-            "accepted: a program of {} blocks, {} commands, {} buffers and {} pieces of state",
-            p.blocks,
-            p.commands,
-            p.buffers,
-            p.states
+            "accepted: a program of {}, {}, {} and {} of state",
+            plural(p.blocks, "block"),
+            plural(p.commands, "command"),
+            plural(p.buffers, "buffer"),
+            plural(p.states, "piece")
         );
         return Ok(());
     }
