@@ -174,10 +174,7 @@ fn corpus_review_gives_a_bad_file_its_row_and_runs_the_rest() {
     let o = stepcheck(&["corpus", "review", path(&dir)]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(
-        out.contains("a-steps.case") && out.contains("field `steps` is 1000000000000, the limit is 4096"),
-        "{out}"
-    );
+    assert!(out.contains("a-steps.case") && out.contains("field `steps` is 1000000000000, the limit is 4096"), "{out}");
     assert!(out.contains("b-vocab.case") && out.contains("field `vocab` is"), "{out}");
     assert!(!out.contains(good) && out.ends_with("3 cases, 2 changed\n"), "{out}");
 }

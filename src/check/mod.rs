@@ -71,11 +71,27 @@ pub fn compare(
     checkpoint: &Checkpoint,
     tokens: &[u32],
 ) -> Result<Verdict, CheckError> {
-    let reference = reference_run(graph, checkpoint, tokens)?;
-    compare_with(graph, &reference, program, checkpoint, tokens)
+    compare_reporting(graph, program, checkpoint, tokens, &mut |_, _| {})
 }
 
-/// [`compare`], given what the reference computes for `graph` over `tokens` ([`reference_run`]):
+/// What a comparison reports as it goes, for a progress line: the run it is in and the steps that
+/// run has taken. It is told after every step of each of the three runs (the reference, the
+/// engine's exact units, the engine's checked run) and judges nothing.
+pub type Report<'r> = &'r mut dyn FnMut(&'static str, usize);
+
+/// [`compare`], telling `report` after every step of each run.
+pub fn compare_reporting(
+    graph: &Graph,
+    program: &Program,
+    checkpoint: &Checkpoint,
+    tokens: &[u32],
+    report: Report,
+) -> Result<Verdict, CheckError> {
+    let reference = reference_run_reporting(graph, checkpoint, tokens, &Decoded::default(), report)?;
+    compare_with_reporting(graph, &reference, program, checkpoint, tokens, report)
+}
+
+/// [`compare`], given what the reference computes for `graph` over `tokens` ([`reference_run_with`]):
 /// an oracle that has already run the graph (to judge the shim) runs it once.
 pub fn compare_with(
     graph: &Graph,
@@ -84,6 +100,18 @@ pub fn compare_with(
     checkpoint: &Checkpoint,
     tokens: &[u32],
 ) -> Result<Verdict, CheckError> {
+    compare_with_reporting(graph, reference, program, checkpoint, tokens, &mut |_, _| {})
+}
+
+/// [`compare_with`], telling `report` after every step of the engine's two runs.
+fn compare_with_reporting(
+    graph: &Graph,
+    reference: &ReferenceRun,
+    program: &Program,
+    checkpoint: &Checkpoint,
+    tokens: &[u32],
+    report: Report,
+) -> Result<Verdict, CheckError> {
     if tokens.len() < MIN_STEPS || reference.logits.len() != tokens.len() {
         return Err(CheckError::TooFewSteps { steps: tokens.len().min(reference.logits.len()) });
     }
@@ -91,7 +119,7 @@ pub fn compare_with(
         return Ok(Verdict::Inconclusive(why));
     }
     let last = tokens.len() - 1;
-    let exact = engine_run::<f64>(program, checkpoint, tokens, Rounding::Exact)?;
+    let exact = engine_run::<f64>(program, checkpoint, tokens, Rounding::Exact, report)?;
     let mut structure = Worst::new(Comparison::Structure, EXACT);
     for (step, (r, e)) in reference.logits.iter().zip(&exact.logits).enumerate() {
         structure.tensor(step, "logits", r, e);
@@ -109,6 +137,7 @@ pub fn compare_with(
     for (step, &token) in tokens.iter().enumerate() {
         check.at_step(step);
         engine.step_observed(token, &mut check)?;
+        report("the engine, checked", step + 1);
         if check.found() != &Found::Admitted {
             break;
         }
@@ -168,16 +197,7 @@ pub struct ReferenceRun {
 }
 
 /// Runs `graph` in the reference interpreter on `checkpoint` over `tokens` (at least
-/// [`MIN_STEPS`]).
-pub(crate) fn reference_run(
-    graph: &Graph,
-    checkpoint: &Checkpoint,
-    tokens: &[u32],
-) -> Result<ReferenceRun, CheckError> {
-    reference_run_with(graph, checkpoint, tokens, &Decoded::default())
-}
-
-/// [`reference_run`], sharing the small constants' decoded values with the other runs on
+/// [`MIN_STEPS`]), sharing the small constants' decoded values with the other runs on
 /// `checkpoint` that `decoded` served ([`Runner::with_decoded`]).
 pub fn reference_run_with<'c>(
     graph: &'c Graph,
@@ -185,11 +205,26 @@ pub fn reference_run_with<'c>(
     tokens: &[u32],
     decoded: &Decoded<'c>,
 ) -> Result<ReferenceRun, CheckError> {
+    reference_run_reporting(graph, checkpoint, tokens, decoded, &mut |_, _| {})
+}
+
+/// [`reference_run_with`], telling `report` after every step.
+fn reference_run_reporting<'c>(
+    graph: &'c Graph,
+    checkpoint: &'c Checkpoint,
+    tokens: &[u32],
+    decoded: &Decoded<'c>,
+    report: Report,
+) -> Result<ReferenceRun, CheckError> {
     if tokens.len() < MIN_STEPS {
         return Err(CheckError::TooFewSteps { steps: tokens.len() });
     }
     let mut runner = Runner::with_decoded(graph, checkpoint, decoded)?;
-    let logits = tokens.iter().map(|&t| runner.step(t)).collect::<Result<Vec<_>, _>>()?;
+    let mut logits = Vec::with_capacity(tokens.len());
+    for (step, &t) in tokens.iter().enumerate() {
+        logits.push(runner.step(t)?);
+        report("the reference", step + 1);
+    }
     Ok(ReferenceRun { logits, state: runner.state() })
 }
 
@@ -223,9 +258,14 @@ fn engine_run<R: Real>(
     checkpoint: &Checkpoint,
     tokens: &[u32],
     rounding: Rounding,
+    report: Report,
 ) -> Result<EngineRun<R>, CheckError> {
     let mut engine = EngineRunner::<R>::with_arithmetic(program, checkpoint, tokens.len(), rounding)?;
-    let raw = tokens.iter().map(|&t| engine.step(t)).collect::<Result<Vec<_>, _>>()?;
+    let mut raw = Vec::with_capacity(tokens.len());
+    for (step, &t) in tokens.iter().enumerate() {
+        raw.push(engine.step(t)?);
+        report("the engine's exact units", step + 1);
+    }
     let logits = raw.iter().map(|l| l.iter().map(|x| x.wide()).collect()).collect();
     let states = engine.state().states.into_iter().map(|s| (s.name, s.value)).collect();
     Ok(EngineRun { logits, states })

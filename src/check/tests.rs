@@ -205,3 +205,19 @@ fn every_planted_engine_bug_of_issue_28_is_a_disagreement_at_the_command_that_ru
     }
     Ok(())
 }
+
+#[test]
+fn a_comparison_reports_every_step_of_each_of_its_three_runs_in_order() -> Result<()> {
+    let spec = presets::preset("tiny").ok_or("no such preset")?;
+    let graph = EngineShim::default().prepare(&decode_step(&spec)?);
+    let program = lower_graph(&graph, Numerics::F32)?;
+    let mut seen: Vec<(&'static str, usize)> = vec![];
+    let v = compare_reporting(&graph, &program, &random_checkpoint(&spec, 1), &[3, 1, 4], &mut |run, step| {
+        seen.push((run, step))
+    })?;
+    assert!(matches!(v, Verdict::Agree { .. }), "{v}");
+    let runs = ["the reference", "the engine's exact units", "the engine, checked"];
+    let want: Vec<(&str, usize)> = runs.iter().flat_map(|&r| (1..=3).map(move |s| (r, s))).collect();
+    assert_eq!(seen, want);
+    Ok(())
+}

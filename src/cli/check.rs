@@ -24,7 +24,7 @@ use super::args::CheckArgs;
 use super::plural::plural;
 use super::progress::Progress;
 use super::table::{Addendum, Row, Table};
-use crate::check::{Verdict, compare};
+use crate::check::{Verdict, compare_reporting};
 use crate::engine::{lower::lower_graph, shim::EngineShim};
 use crate::limits::{Budget, Need};
 use crate::model::{author::decode_step, presets};
@@ -171,8 +171,10 @@ fn compared(
     p: &mut Progress,
 ) -> Row {
     let tokens: Vec<u32> = (0..a.steps).map(|i| ((i * 7919 + 11) % spec.vocab.max(1)) as u32).collect();
-    p.show(&format!("{label}: comparing {}", plural(tokens.len(), "step")));
-    let verdict = match compare(graph, program, ckpt, &tokens) {
+    let n = tokens.len();
+    p.show(&format!("{label}: comparing {}", plural(n, "step")));
+    let mut report = |run: &str, step: usize| p.show(&format!("{label}: comparing, {run} at step {step}/{n}"));
+    let verdict = match compare_reporting(graph, program, ckpt, &tokens, &mut report) {
         Ok(v) => v,
         Err(e) => return Row { commands, ..Row::refused("Check", e.to_string(), 2) },
     };
