@@ -205,21 +205,22 @@ fn check_gives_every_model_a_row_a_legend_and_a_summary() {
     let out = stdout(&o);
     let row =
         |model: &str| out.lines().find(|l| l.starts_with(model)).unwrap_or_else(|| panic!("no row {model}:\n{out}"));
-    assert!(row("folder ").contains("refused NoSuchPath"), "{out}");
+    assert!(row("folder ").contains("error NoSuchPath"), "{out}");
     assert!(row("tiny ").contains(" agree "), "{out}");
-    assert!(row("no-such").contains("refused NoSuchPreset"), "{out}");
+    assert!(row("no-such").contains("error NoSuchPreset"), "{out}");
     assert!(row("qwen3.5-9b-style").contains("skipped"), "{out}");
     // The skipped row says plainly that nothing was run but the proof.
     assert!(out.contains("not run: qwen3.5-9b-style needs about 33.7 GiB"), "{out}");
     assert!(out.contains("only its proof was checked (proved)"), "{out}");
     // The models after a refused one still run.
     assert!(row("small ").contains(" agree "), "{out}");
-    for legend in ["structure:", "max rel, bound:", "verdicts: agree", "inconclusive", "refused", "skipped"] {
+    for legend in ["structure:", "max rel, bound:", "verdicts: agree", "inconclusive", "refused", "error", "skipped"] {
         assert!(out.contains(legend), "no {legend}:\n{out}");
     }
     // A skipped model is counted apart from the ones judged, never as agreeing.
-    let summary = "5 models: 4 judged (2 agree, 0 disagree, 0 inconclusive, 2 refused), 1 skipped (not run, not \
-                   counted as agreeing); 3 proved";
+    // A model that could not be read is an error, not a refusal, and not judged.
+    let summary = "5 models: 2 judged (2 agree, 0 disagree, 0 inconclusive, 0 refused), 2 errors (not judged), 1 \
+                   skipped (not run, not counted as agreeing); 3 proved";
     assert!(out.contains(summary), "{out}");
     // A pipe gets progress as plain lines, never a terminal's escape codes.
     assert!(!stderr(&o).contains(['\x1b', '\r']), "{}", stderr(&o));
@@ -291,7 +292,7 @@ fn check_json_prints_one_object_with_a_row_per_model() {
     assert!(models[0]["max_rel"].as_f64().is_some_and(|x| x < 1e-4));
     assert!(models[0]["widest"].as_f64().is_some_and(|x| x < 1e-3));
     assert!(models[0]["structure"].as_f64().is_some_and(|x| x < 1e-9));
-    assert_eq!((&models[1]["verdict"], &models[1]["refusal"]), (&"refused".into(), &"NoSuchPreset".into()));
+    assert_eq!((&models[1]["verdict"], &models[1]["refusal"]), (&"error".into(), &"NoSuchPreset".into()));
     assert_eq!(v["summary"]["agree"], 1);
     assert_eq!(v["summary"]["exit"], 2);
 }
@@ -301,12 +302,22 @@ fn a_preset_of_the_default_list_skipped_for_its_size_is_no_failure_but_a_named_o
     let o = stepcheck(&["check", "--preset", "tiny", "--preset", "small", "--max-gib", "0.001"]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     let out = stdout(&o);
-    assert!(out.contains("2 models: 0 judged (0 agree, 0 disagree, 0 inconclusive, 0 refused), 2 skipped"), "{out}");
+    assert!(
+        out.contains(
+            "2 models: 0 judged (0 agree, 0 disagree, 0 inconclusive, 0 refused), 0 errors (not judged), 2 skipped"
+        ),
+        "{out}"
+    );
     // The default list with presets too large: the others answer, the skipped ones are named.
     let o = stepcheck(&["check", "--steps", "2", "--max-gib", "1"]);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("3 judged (3 agree, 0 disagree, 0 inconclusive, 0 refused), 2 skipped (not run"), "{out}");
+    assert!(
+        out.contains(
+            "3 judged (3 agree, 0 disagree, 0 inconclusive, 0 refused), 0 errors (not judged), 2 skipped (not run"
+        ),
+        "{out}"
+    );
     assert!(out.contains("not run: qwen3.5-0.8b, qwen3.5-9b-style; the exit status answers for the models"), "{out}");
     // Nothing judged at all is no answer.
     let o = stepcheck(&["check", "--max-gib", "0.001"]);
@@ -328,7 +339,12 @@ fn check_batch_runs_covering_schedules_and_counts_a_skipped_model_apart() {
         let line = out.lines().find(|l| l.trim_start().starts_with(&format!("seed {seed}: "))).unwrap_or_default();
         assert!(line.contains("proof: proved; symbolic: slots isolated; interpreters: agree over"), "{out}");
     }
-    assert!(out.contains("\n1 model: 1 judged (1 agree, 0 disagree, 0 inconclusive, 0 refused), 0 skipped"), "{out}");
+    assert!(
+        out.contains(
+            "\n1 model: 1 judged (1 agree, 0 disagree, 0 inconclusive, 0 refused), 0 errors (not judged), 0 skipped"
+        ),
+        "{out}"
+    );
     assert!(out.contains("\n3 schedules run: 3 agree, 0 disagree, 0 inconclusive, 0 refused; 3 of 3"), "{out}");
     assert!(out.contains("\npeak memory: "), "{out}");
     // A named model too large is not run, only proved, and makes the command exit 2.
@@ -339,7 +355,12 @@ fn check_batch_runs_covering_schedules_and_counts_a_skipped_model_apart() {
     assert!(row.contains(" skipped ") && row.contains(" proved "), "{out}");
     assert!(out.contains("not run: qwen3.5-9b-style needs about"), "{out}");
     assert!(out.contains("only its proofs were checked (3 of 3 schedules proved)"), "{out}");
-    assert!(out.contains("2 models: 1 judged (1 agree, 0 disagree, 0 inconclusive, 0 refused), 1 skipped"), "{out}");
+    assert!(
+        out.contains(
+            "2 models: 1 judged (1 agree, 0 disagree, 0 inconclusive, 0 refused), 0 errors (not judged), 1 skipped"
+        ),
+        "{out}"
+    );
 }
 
 #[test]
@@ -367,7 +388,7 @@ fn check_batch_json_has_checks_shape_with_each_schedule_in_its_row() {
         );
         assert!(s["interpreters"].as_str().is_some_and(|i| i.starts_with("agree over")), "{s}");
     }
-    assert_eq!((&v["models"][1]["verdict"], &v["models"][1]["refusal"]), (&"refused".into(), &"NoSuchPreset".into()));
+    assert_eq!((&v["models"][1]["verdict"], &v["models"][1]["refusal"]), (&"error".into(), &"NoSuchPreset".into()));
     assert_eq!((&v["summary"]["agree"], &v["summary"]["exit"]), (&1.into(), &2.into()));
     assert_eq!((&v["batch"]["slots"], &v["batch"]["schedules"]["agree"]), (&1.into(), &3.into()));
 }

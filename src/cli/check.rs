@@ -74,7 +74,7 @@ pub(super) fn rows(
         let t0 = Instant::now();
         let mut row = match source {
             Ok(source) => row_of(source, explicit, &mut progress),
-            Err(e) => Row::refused(e.name, e.why.clone(), 2),
+            Err(e) => Row::error(e.name, e.why.clone()),
         };
         row.model = label;
         row.seconds = t0.elapsed().as_secs_f64();
@@ -96,13 +96,13 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
     p.show(&format!("{label}: reading its spec"));
     let spec = match source.spec() {
         Ok(s) => s,
-        Err(e) => return Row::refused(e.name(), e.to_string(), 2),
+        Err(e) => return Row::error(e.name(), e.to_string()),
     };
     // The check reads one checkpoint: the exact run, the engine's run and the check's meanings all
     // read it in place.
     let bytes = match source.checkpoint_bytes(&spec) {
         Ok(b) => b,
-        Err(e) => return Row::refused(e.name(), e.to_string(), 2),
+        Err(e) => return Row::error(e.name(), e.to_string()),
     };
     if let Some(b) = budget
         && let Err(e) = b.admit(&label, &Need::of(&spec, a.steps, bytes))
@@ -121,17 +121,17 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
     p.show(&format!("{label}: loading its weights"));
     let (spec, ckpt) = match source.load() {
         Ok(x) => x,
-        Err(e) => return Row::refused(e.name(), e.to_string(), 2),
+        Err(e) => return Row::error(e.name(), e.to_string()),
     };
     p.show(&format!("{label}: lowering"));
     let authored = match decode_step(&spec) {
         Ok(g) => g,
-        Err(e) => return Row::refused("Author", e.to_string(), 2),
+        Err(e) => return Row::error("Author", e.to_string()),
     };
     let graph = EngineShim::default().prepare(&authored);
     let program = match lower_graph(&graph, a.numerics) {
         Ok(p) => p,
-        Err(e) => return Row::refused(e.name(), e.to_string(), 1),
+        Err(e) => return Row::refused(e.name(), e.to_string()),
     };
     let commands = Some(program.blocks.iter().map(|b| b.commands.len()).sum());
     p.show(&format!("{label}: proving"));
@@ -176,7 +176,7 @@ fn compared(
     let mut report = |run: &str, step: usize| p.show(&format!("{label}: comparing, {run} at step {step}/{n}"));
     let verdict = match compare_reporting(graph, program, ckpt, &tokens, &mut report) {
         Ok(v) => v,
-        Err(e) => return Row { commands, ..Row::refused("Check", e.to_string(), 2) },
+        Err(e) => return Row { commands, ..Row::error("Check", e.to_string()) },
     };
     let steps = Some(tokens.len());
     match verdict {

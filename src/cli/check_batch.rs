@@ -94,26 +94,26 @@ impl Model<'_> {
         p.show(&format!("{label}: reading its spec"));
         let spec = match source.spec() {
             Ok(s) => s,
-            Err(e) => return Row::refused(e.name(), e.to_string(), 2),
+            Err(e) => return Row::error(e.name(), e.to_string()),
         };
         let authored = match decode_step(&spec) {
             Ok(g) => g,
-            Err(e) => return Row::refused("Author", e.to_string(), 2),
+            Err(e) => return Row::error("Author", e.to_string()),
         };
         let graph = EngineShim::default().prepare(&authored);
         let program = match lower_graph(&graph, a.numerics) {
             Ok(p) => p,
-            Err(e) => return Row::refused(e.name(), e.to_string(), 1),
+            Err(e) => return Row::refused(e.name(), e.to_string()),
         };
         let commands = Some(program.blocks.iter().map(|b| b.commands.len()).sum());
-        let refused = |name: &str, why: String| Row { commands, ..Row::refused(name, why, 2) };
+        let error = |name: &str, why: String| Row { commands, ..Row::error(name, why) };
         let pool = match BatchProgram::new(program, n, n, bgen::CHECK_SNAPSHOTS, bgen::CAPACITY) {
             Ok(pool) => pool,
-            Err(e) => return refused(e.name(), e.to_string()),
+            Err(e) => return error(e.name(), e.to_string()),
         };
         let bytes = match source.checkpoint_bytes(&spec) {
             Ok(b) => b,
-            Err(e) => return refused(e.name(), e.to_string()),
+            Err(e) => return error(e.name(), e.to_string()),
         };
         let skipped = self.budget.and_then(|b| b.admit(&label, &Need::of(&spec, case_steps(n), bytes)).err());
         let ckpt = match skipped {
@@ -122,7 +122,7 @@ impl Model<'_> {
                 p.show(&format!("{label}: loading its weights"));
                 match source.load() {
                     Ok((_, c)) => Some(c),
-                    Err(e) => return refused(e.name(), e.to_string()),
+                    Err(e) => return error(e.name(), e.to_string()),
                 }
             }
         };
@@ -133,7 +133,7 @@ impl Model<'_> {
             p.show(&format!("{label}: schedule {} of {} (seed {seed})", i + 1, cases.len()));
             match judge.schedule(*seed, case, ckpt.as_ref()) {
                 Ok(s) => schedules.push(s),
-                Err(e) => return refused("Check", e.to_string()),
+                Err(e) => return error("Check", e.to_string()),
             }
         }
         tally.add(&schedules);

@@ -23,9 +23,9 @@ use super::plural::plural;
 pub(super) struct Row {
     /// The model's whole path, or a preset's name.
     pub model: String,
-    /// `agree`, `disagree`, `inconclusive`, `refused` or `skipped`.
+    /// `agree`, `disagree`, `inconclusive`, `refused`, `error` or `skipped`.
     pub verdict: &'static str,
-    /// The refusal's name, for `refused`.
+    /// The refusal's name, for `refused`; the error's, for `error`.
     pub refusal: Option<String>,
     /// The program's command count, once lowered.
     pub commands: Option<usize>,
@@ -55,9 +55,16 @@ pub(super) struct Row {
 }
 
 impl Row {
-    /// A `refused` row: the refusal's name and message, and its exit status.
-    pub fn refused(name: &str, detail: String, exit: u8) -> Row {
-        Row { verdict: "refused", refusal: Some(name.to_string()), detail, exit, ..Row::default() }
+    /// A `refused` row: what the engine has no unit for, by name, with its message (exit 1).
+    pub fn refused(name: &str, detail: String) -> Row {
+        Row { verdict: "refused", refusal: Some(name.to_string()), detail, exit: 1, ..Row::default() }
+    }
+
+    /// An `error` row: a model that could not be read or checked (an unreadable or invalid input,
+    /// a check that could not run), by the error's name, with its message (exit 2). It is no
+    /// answer about the engine, so it is not counted as judged.
+    pub fn error(name: &str, detail: String) -> Row {
+        Row { verdict: "error", refusal: Some(name.to_string()), detail, exit: 2, ..Row::default() }
     }
 }
 
@@ -81,9 +88,10 @@ const COLUMNS: &[Column] = &[
 const LEGEND: &str = "\
 verdicts: agree (every value within its bound), disagree (the worst value out of it: step, tensor,
   index, both values, and the Command that wrote it), inconclusive (nothing can be concluded, and
-  why: a value that is not finite where a bound needs it), refused NAME (the engine, or the reader of
-  the model, refuses it by name), skipped (not run: too large for the memory the check may use;
-  only its proof is checked, and it is not counted as agreeing).
+  why: a value that is not finite where a bound needs it), refused NAME (the engine has no unit for
+  it), error NAME (the model could not be read or checked: not judged), skipped (not run: too
+  large for the memory the check may use; only its proof is checked, and it is not counted as
+  agreeing).
 structure: the engine's units in f64 against the reference, over the logits of every step and the
   state after the last, the largest error relative to each tensor's scale, max(1, max |reference|);
   within 1e-9, with no excuse.
@@ -159,10 +167,10 @@ impl Table {
         let rows = &self.rows;
         let count = |v: &str| rows.iter().filter(|r| r.verdict == v).count();
         let proved = rows.iter().filter(|r| r.proof == Some("proved")).count();
-        let judged = rows.len() - count("skipped");
+        let judged = rows.len() - count("skipped") - count("error");
         let mut exit = rows.iter().map(|r| r.exit).max().unwrap_or(0);
         // A command that judged no model answered nothing.
-        if judged == 0 && count("skipped") > 0 {
+        if judged == 0 {
             exit = 2;
         }
         if self.json {
@@ -177,6 +185,7 @@ impl Table {
                     "disagree": count("disagree"),
                     "inconclusive": count("inconclusive"),
                     "refused": count("refused"),
+                    "error": count("error"),
                     "skipped": count("skipped"),
                     "proved": proved,
                     "exit": exit,
@@ -191,13 +200,14 @@ impl Table {
             outln!("\n{legend}");
         }
         outln!(
-            "\n{}: {judged} judged ({} agree, {} disagree, {} inconclusive, {} refused), {} skipped (not run, not \
-             counted as agreeing); {proved} proved",
+            "\n{}: {judged} judged ({} agree, {} disagree, {} inconclusive, {} refused), {} (not judged), {} skipped \
+             (not run, not counted as agreeing); {proved} proved",
             plural(rows.len(), "model"),
             count("agree"),
             count("disagree"),
             count("inconclusive"),
             count("refused"),
+            plural(count("error"), "error"),
             count("skipped"),
         );
         for line in &more.lines {
