@@ -1,0 +1,25 @@
+//! torch.export's serialized ATen graph, read without trusting it: the first floor of the
+//! importer that will turn transformers' own decode step into the one IR (issue 30).
+//!
+//! A `.pt2` archive or its `models/model.json` is read into an [`Exported`] graph: its inputs
+//! (parameters by their checkpoint names, buffers, the caller's inputs), its nodes with their ATen
+//! targets, arguments and source lines, every tensor's sizes and strides, symbolic sizes as linear
+//! forms in the graph's symbols. Every ATen target the importer reads has a row in [`ops::ROWS`]
+//! with its meaning and its shape rule, and [`ops::check_shapes`] holds every node to its rule. An
+//! op with no row, a size that is not linear, or sizes a rule does not give is an [`ImportError`]
+//! naming the node, its target and the source line it was traced from — never a guess.
+//!
+//! It depends on nothing of the project: what it reads is torch's, and the IR it will write is the
+//! next floor's concern.
+
+#![forbid(unsafe_code)]
+
+pub mod archive;
+pub mod error;
+pub mod graph;
+pub mod ops;
+pub mod size;
+
+pub use archive::read_program;
+pub use error::ImportError;
+pub use graph::Exported;
