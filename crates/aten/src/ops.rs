@@ -31,6 +31,9 @@ pub struct Row {
     rule: Rule,
 }
 
+/// The most pieces a `chunk` is read into.
+const MAX_PIECES: i64 = 1 << 12;
+
 /// The rows, one per target.
 pub const ROWS: &[Row] = &[
     row("torch.ops.aten.sym_size.int", "the size of `self` along `dim`, a symbolic int", |n, k| {
@@ -182,7 +185,8 @@ pub const ROWS: &[Row] = &[
         let s = k.tensor(n, "self")?;
         let d = dim(int_or(n, "dim", 0)?, s.len())?;
         let sizes = ints(n, "split_sizes")?;
-        if Size::of(sizes.iter().sum()) != s[d] {
+        let total = sizes.iter().try_fold(0i64, |a, &b| a.checked_add(b)).ok_or("the pieces' sizes overflow")?;
+        if Size::of(total) != s[d] {
             return Err(format!("pieces {sizes:?} do not add up to {}", s[d]));
         }
         Ok(Writes::Tensors(sizes.iter().map(|&p| with(s, d, Size::of(p))).collect()))
@@ -191,12 +195,18 @@ pub const ROWS: &[Row] = &[
         let s = k.tensor(n, "self")?;
         let d = dim(int_or(n, "dim", 0)?, s.len())?;
         let (size, chunks) = (s[d].known().ok_or("a symbolic size is not chunked")?, int(n, "chunks")?);
-        if chunks <= 0 || size <= 0 {
+        // More pieces than outputs a node can list are not read (and not allocated).
+        if !(1..=MAX_PIECES).contains(&chunks) || size <= 0 {
             return Err(format!("{size} in {chunks} chunks"));
         }
-        let piece = (size + chunks - 1) / chunks;
-        let pieces = (0..).map(|i| (size - i * piece).min(piece)).take_while(|&p| p > 0);
-        Ok(Writes::Tensors(pieces.map(|p| with(s, d, Size::of(p))).collect()))
+        let piece = (size - 1) / chunks + 1;
+        let mut pieces = vec![];
+        let mut left = size;
+        while left > 0 {
+            pieces.push(with(s, d, Size::of(left.min(piece))));
+            left -= left.min(piece);
+        }
+        Ok(Writes::Tensors(pieces))
     }),
     row(
         "torch.ops.aten.repeat_interleave.self_int",
@@ -233,7 +243,11 @@ pub const ROWS: &[Row] = &[
             if stride != 1 {
                 return Err(format!("stride {stride}: only stride 1 is read"));
             }
-            let grown = len.plus(&Size::of(2 * padding - dilation * (taps - 1))).ok_or("the length overflows")?;
+            let reach = taps
+                .checked_sub(1)
+                .and_then(|t| dilation.checked_mul(t))
+                .and_then(|r| padding.checked_mul(2)?.checked_sub(r));
+            let grown = reach.and_then(|r| len.plus(&Size::of(r))).ok_or("the length overflows")?;
             Ok(Writes::Tensors(vec![[batch, &[out.clone(), grown]].concat()]))
         },
     ),
@@ -325,7 +339,7 @@ fn sliced(size: &Size, start: i64, end: i64, step: i64) -> Result<Size, String> 
         Some(n) => {
             let bound = |b: i64| if b < 0 { b.saturating_add(n).max(0) } else { b.min(n) };
             let (from, to) = (bound(start), bound(end));
-            Ok(Size::of(if to > from { (to - from + step - 1) / step } else { 0 }))
+            Ok(Size::of(if to > from { (to - from - 1) / step + 1 } else { 0 }))
         }
         // A symbolic size (its symbols at least 1): read only a slice by step 1 to its end from a
         // start no beyond it.
@@ -346,8 +360,11 @@ fn with(s: &[Size], d: usize, to: Size) -> Vec<Size> {
 /// `d` counted from the end when negative, in a tensor of `rank` dims.
 fn dim(d: i64, rank: usize) -> Result<usize, String> {
     let r = rank as i64;
-    let at = if d < 0 { d + r } else { d };
-    if (0..r).contains(&at) { Ok(at as usize) } else { Err(format!("dim {d} of a tensor of {rank} dims")) }
+    let at = if d < 0 { d.checked_add(r) } else { Some(d) };
+    match at {
+        Some(at) if (0..r).contains(&at) => Ok(at as usize),
+        _ => Err(format!("dim {d} of a tensor of {rank} dims")),
+    }
 }
 
 /// The int argument `name`.
