@@ -8,6 +8,8 @@
 //! with its meaning and its shape rule, and [`ops::check_shapes`] holds every node to its rule. An
 //! op with no row, a size that is not linear, or sizes a rule does not give is an [`ImportError`]
 //! naming the node, its target and the source line it was traced from — never a guess.
+//! [`eval::evaluate`] runs a graph by the rows' meanings in f64, a semantics of its own that the
+//! tests hold to transformers' rollout, and that the translation into the IR will be judged by.
 //!
 //! It depends on nothing of the project: what it reads is torch's, and the IR it will write is the
 //! next floor's concern.
@@ -16,6 +18,7 @@
 
 pub mod archive;
 pub mod error;
+pub mod eval;
 pub mod graph;
 pub mod ops;
 pub mod size;
