@@ -184,7 +184,7 @@ mod tests {
         let start = SLOT[i].start.load(Ordering::Acquire);
         assert_eq!((start, SLOT[i].end.load(Ordering::Acquire)), (map.as_ptr() as usize, start + 10));
         let len = SLOT[i].len.load(Ordering::Acquire);
-        // SAFETY (of the test's read): the slot holds a live message of `len` bytes while the map lives.
+        // SAFETY: the slot holds a live message of `len` bytes while the map lives.
         #[allow(unsafe_code)]
         let message = unsafe { std::slice::from_raw_parts(SLOT[i].message.load(Ordering::Acquire), len) };
         assert!(String::from_utf8_lossy(message).starts_with("error: some/model.gguf changed while it was read"));
