@@ -14,6 +14,11 @@ use std::process::{Command, Output};
 use stepcheck::check::{Verdict, compare};
 use stepcheck::engine::{EngineRunner, Numerics, lower::lower_graph, shim::EngineShim};
 use stepcheck::formats::gguf::{Array, Gguf, Value};
+
+#[allow(dead_code)]
+#[path = "common/gguf_writer.rs"]
+mod gguf_writer;
+use gguf_writer::{GgufWriter, TensorEntry};
 use stepcheck::interp::Runner;
 use stepcheck::model::author::decode_step;
 use stepcheck::model::gguf::{LoadError, MAX_SIZE, MtpBlocks, read_gguf};
@@ -275,76 +280,19 @@ fn edited(name: &str, edits: &[Edit]) -> Vec<u8> {
     write_gguf(&kvs, &tensors, info.alignment)
 }
 
-/// A GGUF v3 file: header, metadata, tensor infos, then each tensor's data at an aligned offset.
+/// A GGUF v3 file of `kvs` and `tensors` (name, `ne`, type id, data), each tensor's data at an
+/// offset aligned to `alignment` (the tests' shared writer).
 fn write_gguf(kvs: &[(String, Value)], tensors: &[(String, Vec<u64>, u32, Vec<u8>)], alignment: u64) -> Vec<u8> {
-    let mut out = b"GGUF".to_vec();
-    out.extend(3u32.to_le_bytes());
-    out.extend((tensors.len() as u64).to_le_bytes());
-    out.extend((kvs.len() as u64).to_le_bytes());
-    for (k, v) in kvs {
-        put_str(&mut out, k);
-        out.extend(v.type_id().to_le_bytes());
-        put_value(&mut out, v);
-    }
-    let align = |n: u64| n.div_ceil(alignment) * alignment;
-    let mut offset = 0u64;
-    for (name, ne, ty, data) in tensors {
-        put_str(&mut out, name);
-        out.extend((ne.len() as u32).to_le_bytes());
-        ne.iter().for_each(|d| out.extend(d.to_le_bytes()));
-        out.extend(ty.to_le_bytes());
-        out.extend(offset.to_le_bytes());
-        offset = align(offset + data.len() as u64);
-    }
-    out.resize(align(out.len() as u64) as usize, 0);
-    for (_, _, _, data) in tensors {
-        out.extend(data);
-        out.resize(align(out.len() as u64) as usize, 0);
-    }
-    out
-}
-
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    out.extend((s.len() as u64).to_le_bytes());
-    out.extend(s.as_bytes());
-}
-
-fn put_value(out: &mut Vec<u8>, v: &Value) {
-    match v {
-        Value::U8(x) => out.extend(x.to_le_bytes()),
-        Value::I8(x) => out.extend(x.to_le_bytes()),
-        Value::U16(x) => out.extend(x.to_le_bytes()),
-        Value::I16(x) => out.extend(x.to_le_bytes()),
-        Value::U32(x) => out.extend(x.to_le_bytes()),
-        Value::I32(x) => out.extend(x.to_le_bytes()),
-        Value::F32(x) => out.extend(x.to_le_bytes()),
-        Value::Bool(x) => out.push(u8::from(*x)),
-        Value::String(s) => put_str(out, s),
-        Value::U64(x) => out.extend(x.to_le_bytes()),
-        Value::I64(x) => out.extend(x.to_le_bytes()),
-        Value::F64(x) => out.extend(x.to_le_bytes()),
-        Value::Array(a) => put_array(out, a),
-    }
-}
-
-fn put_array(out: &mut Vec<u8>, a: &Array) {
-    out.extend(a.elem_type_id().to_le_bytes());
-    out.extend((a.len() as u64).to_le_bytes());
-    match a {
-        Array::U8(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
-        Array::I8(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
-        Array::U16(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
-        Array::I16(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
-        Array::U32(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
-        Array::I32(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
-        Array::F32(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
-        Array::Bool(v) => v.iter().for_each(|x| out.push(u8::from(*x))),
-        Array::String(v) => v.iter().for_each(|s| put_str(out, s)),
-        Array::Array(v) => v.iter().for_each(|a| put_array(out, a)),
-        Array::U64(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
-        Array::I64(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
-        Array::F64(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
-    }
+    let entries = tensors
+        .iter()
+        .map(|(name, ne, ggml_type, data)| TensorEntry {
+            name: name.clone(),
+            ne: ne.clone(),
+            ggml_type: *ggml_type,
+            data: data.clone(),
+        })
+        .collect();
+    GgufWriter { version: 3, kvs: kvs.to_vec(), tensors: entries, alignment }.to_bytes()
 }
 
 /// Why an edited file is refused: the error it must be, and the words its message must hold (the
