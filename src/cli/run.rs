@@ -1,6 +1,11 @@
 //! `stepcheck run`: decode tokens one by one and print, for every step, the argmax and the top 5
 //! logits (`--json`: every logit), then the peak memory the run used.
 //!
+//! Each step's line is printed as soon as it is decoded (with `--json`, everything at the end), so
+//! whatever ends the run, what was decoded stays printed. A step whose logits or carried state hold
+//! a value that is not finite ends the run with an error naming the step, the tensor and the index:
+//! no argmax is shown for it or after it.
+//!
 //! Before a weight is made or read, the memory the run needs is estimated and compared with what it
 //! may use (`--max-gib`, or what the machine has), as `check` does: a model too large is refused
 //! with what it needs, never by an allocation that aborts.
