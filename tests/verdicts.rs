@@ -1073,3 +1073,27 @@ fn a_gguf_of_an_architecture_whose_config_is_judged_is_judged_too() {
         }
     }
 }
+
+#[test]
+fn a_gguf_whose_token_list_is_not_its_vocab_is_not_judged() {
+    use stepcheck::formats::gguf::{Array, Value as Meta};
+    let dir = scratch::scratch("verdict-token-count");
+    let mut w = gguf_writer::GgufWriter::default().kv("general.architecture", Meta::String("qwen3".into()));
+    for (key, n) in [
+        ("embedding_length", 64),
+        ("attention.head_count", 4),
+        ("block_count", 2),
+        ("feed_forward_length", 128),
+        ("vocab_size", 100),
+    ] {
+        w = w.kv(&format!("qwen3.{key}"), Meta::U32(n));
+    }
+    w = w.kv("qwen3.attention.layer_norm_rms_epsilon", Meta::F32(1e-6));
+    w = w.kv("tokenizer.ggml.tokens", Meta::Array(Array::String(vec!["a".into(), "b".into(), "c".into()])));
+    let path = dir.join("qwen3.gguf");
+    std::fs::write(&path, w.to_bytes()).expect("written");
+    let out = Command::new(env!("CARGO_BIN_EXE_stepcheck")).arg("verdict").arg(&path).output().expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`tokenizer.ggml.tokens`: 3 tokens, but the model's vocab is 100"), "{err}");
+}

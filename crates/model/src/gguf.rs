@@ -418,12 +418,7 @@ pub fn read_gguf(info: &GgufInfo) -> Result<GgufModel, LoadError> {
         constructs: Constructs { experts, ..Constructs::default() },
     };
     spec.validate()?;
-    if let Some(tokens) = info.get_array(TOKENS_KEY)
-        && tokens.len() != spec.vocab
-    {
-        let why = format!("{} tokens, but the model's vocab is {}", tokens.len(), spec.vocab);
-        return Err(LoadError::BadValue { key: TOKENS_KEY.into(), why });
-    }
+    check_token_count(info, spec.vocab)?;
     let mtp = if info.tensors().is_empty() { None } else { check_tensors(info, &spec, blocks, arch)? };
     Ok(GgufModel { spec, mtp, types: TypeMix::of(info.tensors()) })
 }
@@ -639,6 +634,17 @@ fn layer_kinds(
             }
         })
         .collect()
+}
+
+/// Refuses a tokenizer's token list (`tokenizer.ggml.tokens`) whose length is not the vocab.
+pub(crate) fn check_token_count(info: &GgufInfo, vocab: usize) -> Result<(), LoadError> {
+    match info.get_array(TOKENS_KEY) {
+        Some(tokens) if tokens.len() != vocab => Err(LoadError::BadValue {
+            key: TOKENS_KEY.into(),
+            why: format!("{} tokens, but the model's vocab is {vocab}", tokens.len()),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The vocab: `{arch}.vocab_size`, or else the rows of the embedding table.

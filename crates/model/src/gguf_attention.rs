@@ -11,7 +11,7 @@
 //! rope unit is NeoX's. Every `{arch}.*` key the reader does not know is refused, as the qwen35
 //! reader refuses one: it cannot tell what it would change.
 
-use super::gguf::{ARCHITECTURE_KEY, LoadError, MAX_LAYERS, Meta, NAME_KEY, TOKENS_KEY, vocab};
+use super::gguf::{ARCHITECTURE_KEY, LoadError, MAX_LAYERS, Meta, NAME_KEY, check_token_count, vocab};
 use super::spec::{AttentionSpec, Constructs, DeltaNetSpec, Experts, Mixer, ModelSpec, RopeScaling};
 use formats::gguf::GgufInfo;
 use ir::RopeStyle;
@@ -132,11 +132,6 @@ pub fn attention_spec_of_gguf(info: &GgufInfo) -> Result<ModelSpec, LoadError> {
         constructs: Constructs { experts, rope_scaling, qkv_bias: arch.qkv_bias, ..Constructs::default() },
     };
     spec.validate()?;
-    if let Some(tokens) = info.get_array(TOKENS_KEY)
-        && tokens.len() != spec.vocab
-    {
-        let why = format!("{} tokens, but the model's vocab is {}", tokens.len(), spec.vocab);
-        return Err(LoadError::BadValue { key: TOKENS_KEY.into(), why });
-    }
+    check_token_count(info, spec.vocab)?;
     Ok(spec)
 }
