@@ -21,7 +21,7 @@ For each config in CONFIGS this script
    config.json + model.safetensors   only for configs without a committed checkpoint
 
 plus ONE graph at the shape of the qwen3.5-0.8b preset (24 layers), exported with fake weights that never exist:
-only its model.json (gzip-compressed when over 5 MB), and summary.json (node and op counts of every graph).
+only its model.json (gzipped when over 5 MB) and buffers.json, and summary.json (node and op counts of every graph).
 
 CPU, fp32, one thread, seeded: a re-run writes byte-identical files (stack traces in the graph hold the absolute
 paths of this script and of the venv's transformers, so the bytes depend on those paths).
@@ -461,6 +461,16 @@ def export_big() -> None:
     with zipfile.ZipFile(buf) as z:
         (name,) = [n for n in z.namelist() if n.endswith("/models/model.json")]
         raw = z.read(name)
+    # The fake export's constant buffers are fake too, so the rotary buffers it names are written beside the graph
+    # as transformers' own rotary module makes them for this config (real tensors; f32 values, exact in JSON).
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5TextRotaryEmbedding
+
+    rotary = Qwen3_5TextRotaryEmbedding(Qwen3_5TextConfig(**BIG_CONFIG))
+    buffers = {f"model.rotary_emb.{k}": floats(v) for k, v in rotary.named_buffers()}
+    specs = json.loads(raw)["graph_module"]["signature"]["input_specs"]
+    names = {s["buffer"]["buffer_name"] for s in specs if "buffer" in s}
+    assert names == set(buffers), (names, set(buffers))
+    (d / "buffers.json").write_text(json.dumps(buffers, indent=1) + "\n")
     if len(raw) > 5_000_000:
         (d / "model.json.gz").write_bytes(gzip.compress(raw, compresslevel=9, mtime=0))
     else:

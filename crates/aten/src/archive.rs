@@ -4,6 +4,7 @@
 //! The archive's entries are read without trusting them: only the one entry is read, and no more
 //! than [`MAX_PROGRAM_BYTES`] of it.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
@@ -39,4 +40,52 @@ pub fn program_json(bytes: &[u8]) -> Result<Vec<u8>, String> {
     let mut json = Vec::new();
     entry.take(MAX_PROGRAM_BYTES).read_to_end(&mut json).map_err(|e| format!("{name}: {e}"))?;
     Ok(json)
+}
+
+/// The largest constant buffer read, in values: the rotary frequencies are a few hundred.
+pub const MAX_BUFFER_VALUES: u64 = 1 << 20;
+
+/// The constant buffers of the `.pt2` archive at `path` (`data/constants/`: the non-persistent
+/// buffers such as `model.rotary_emb.inv_freq`), by name, each f32 buffer's values widened to f64.
+/// A buffer of another dtype, or larger than [`MAX_BUFFER_VALUES`], is an error naming it.
+pub fn read_buffers(path: &Path) -> Result<BTreeMap<String, Vec<f64>>, ImportError> {
+    let bytes = std::fs::read(path).map_err(|e| ImportError::Archive(format!("{}: {e}", path.display())))?;
+    buffers(&bytes).map_err(|why| ImportError::Archive(format!("{}: {why}", path.display())))
+}
+
+/// The constant buffers of the `.pt2` archive held in `bytes` (as [`read_buffers`]).
+pub fn buffers(bytes: &[u8]) -> Result<BTreeMap<String, Vec<f64>>, String> {
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| format!("not a zip archive: {e}"))?;
+    let Some(config_name) =
+        zip.file_names().find(|n| n.ends_with("data/constants/model_constants_config.json")).map(str::to_string)
+    else {
+        return Ok(BTreeMap::new());
+    };
+    let prefix = config_name.trim_end_matches("model_constants_config.json").to_string();
+    let mut read = |name: &str, limit: u64| -> Result<Vec<u8>, String> {
+        let entry = zip.by_name(name).map_err(|e| format!("{name}: {e}"))?;
+        if entry.size() > limit {
+            return Err(format!("{name} is {} bytes; the limit is {limit}", entry.size()));
+        }
+        let mut out = vec![];
+        entry.take(limit).read_to_end(&mut out).map_err(|e| format!("{name}: {e}"))?;
+        Ok(out)
+    };
+    let config: serde_json::Value =
+        serde_json::from_slice(&read(&config_name, 1 << 20)?).map_err(|e| format!("{config_name}: {e}"))?;
+    let entries = config["config"].as_object().ok_or_else(|| format!("{config_name} has no `config` object"))?;
+    let mut out = BTreeMap::new();
+    for (name, c) in entries {
+        if c["tensor_meta"]["dtype"] != 7 {
+            return Err(format!("buffer {name} is not f32 (dtype {})", c["tensor_meta"]["dtype"]));
+        }
+        let file = c["path_name"].as_str().ok_or_else(|| format!("buffer {name} has no path"))?;
+        let data = read(&format!("{prefix}{file}"), MAX_BUFFER_VALUES * 4)?;
+        if data.len() % 4 != 0 {
+            return Err(format!("buffer {name} is {} bytes, not whole f32 values", data.len()));
+        }
+        let values = data.chunks_exact(4).map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))).collect();
+        out.insert(name.clone(), values);
+    }
+    Ok(out)
 }

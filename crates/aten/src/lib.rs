@@ -1,5 +1,5 @@
-//! torch.export's serialized ATen graph, read without trusting it: the first floor of the
-//! importer that will turn transformers' own decode step into the one IR (issue 30).
+//! torch.export's serialized ATen graph, read without trusting it and translated into the one IR
+//! ([`import`]): transformers' own decode step as a step graph (issue 30).
 //!
 //! A `.pt2` archive or its `models/model.json` is read into an [`Exported`] graph: its inputs
 //! (parameters by their checkpoint names, buffers, the caller's inputs), its nodes with their ATen
@@ -9,10 +9,10 @@
 //! op with no row, a size that is not linear, or sizes a rule does not give is an [`ImportError`]
 //! naming the node, its target and the source line it was traced from — never a guess.
 //! [`eval::evaluate`] runs a graph by the rows' meanings in f64, a semantics of its own that the
-//! tests hold to transformers' rollout, and that the translation into the IR will be judged by.
+//! tests hold to transformers' rollout.
 //!
-//! It depends on nothing of the project: what it reads is torch's, and the IR it will write is the
-//! next floor's concern.
+//! It depends on the IR alone: what it reads is torch's, and no floor's reading of a model (the
+//! authored step, a checkpoint convention, the fusion table) reaches it.
 
 #![forbid(unsafe_code)]
 
@@ -20,9 +20,10 @@ pub mod archive;
 pub mod error;
 pub mod eval;
 pub mod graph;
+pub mod import;
 pub mod ops;
 pub mod size;
 
-pub use archive::read_program;
+pub use archive::{read_buffers, read_program};
 pub use error::ImportError;
 pub use graph::Exported;
