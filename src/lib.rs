@@ -12,6 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+pub use stepcheck_aten as aten;
 pub use stepcheck_formats::scalar;
 pub use stepcheck_fuse as fuse;
 pub use stepcheck_interp as interp;

@@ -779,6 +779,91 @@ mod lemmas {
         }
     }
 
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn whole_rows(seed: u64, r in 1usize..6, c in 1usize..5) {
+            let mut l = Leaves::new(seed);
+            let w = l.tensor("w", &[r, c]);
+            l.dag.rows.insert("w".into(), r);
+            let lhs = l.raw(Sym::Weight(Binding::rows("w", 0, r)), &[]);
+            let mut i = l.done(lhs, w);
+            agree(&i)?;
+            normalises(&mut i, Lemma::WholeRows)?;
+        }
+
+        #[test]
+        fn slice_of_heads(seed: u64, heads in 1usize..4, d in 1usize..5, c in 1usize..5, half in 0usize..2) {
+            let mut l = Leaves::new(seed);
+            let w = l.tensor("w", &[heads * 2 * d, c]);
+            let x = l.tensor("x", &[c]);
+            let m = l.raw(Sym::MatVec, &[w, x]);
+            let lhs = l.raw(Sym::Slice { start: half * d, end: (half + 1) * d, n: 2 * d }, &[m]);
+            let wh = l.dag.leaf(Sym::Weight(Binding::head_half("w", d, half)));
+            let rhs = l.raw(Sym::MatVec, &[wh, x]);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::SliceOfHeads)?;
+        }
+
+        #[test]
+        fn partial_rotary(seed: u64, rows in 1usize..4, half in 1usize..4, rest in 1usize..4, pos in 0usize..9, theta in 2.0f64..1e6) {
+            let (r, hd) = (2 * half, 2 * half + rest);
+            let mut l = Leaves::new(seed);
+            l.env.pos = pos;
+            let x = l.tensor("x", &[rows * hd]);
+            let p = l.dag.leaf(Sym::Pos);
+            let style = stepcheck::ir::RopeStyle::Neox;
+            let theta = Real::new(theta);
+            let head = l.raw(Sym::Slice { start: 0, end: r, n: hd }, &[x]);
+            let turned = l.raw(Sym::Rope { theta, dims: r, style, hd: r }, &[head, p]);
+            let tail = l.raw(Sym::Slice { start: r, end: hd, n: hd }, &[x]);
+            let lhs = l.raw(Sym::Concat { rows, lens: vec![r, hd - r] }, &[turned, tail]);
+            let rhs = l.raw(Sym::Rope { theta, dims: r, style, hd }, &[x, p]);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::PartialRotary)?;
+        }
+
+        #[test]
+        fn broadcast_commutes(seed: u64, rows in 1usize..4, n in 1usize..6, which in 0usize..4) {
+            let mut l = Leaves::new(seed);
+            let x = l.tensor("x", &[n]);
+            let f = [
+                Sym::Scale(Real::new(0.5)),
+                Sym::Offset(Real::new(1.5)),
+                Sym::Act(stepcheck::ir::Act::Silu),
+                Sym::L2Norm { eps: Real::new(1e-6), n },
+            ][which].clone();
+            let b = l.raw(Sym::Broadcast { rows }, &[x]);
+            let lhs = l.raw(f.clone(), &[b]);
+            let inside = l.raw(f, &[x]);
+            let rhs = l.raw(Sym::Broadcast { rows }, &[inside]);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::BroadcastCommutes)?;
+        }
+
+        #[test]
+        fn one_key_head(seed: u64, hv in 2usize..5, dk in 1usize..4, dv in 1usize..4, out in 0usize..2) {
+            let mut l = Leaves::new(seed);
+            let s = l.state(StateKind::Recurrent, hv * dk * dv);
+            let (q, k) = (l.tensor("q", &[dk]), l.tensor("k", &[dk]));
+            let rest = [l.tensor("v", &[hv * dv]), l.tensor("g", &[hv]), l.tensor("b", &[hv])];
+            let (qb, kb) = (l.raw(Sym::Broadcast { rows: hv }, &[q]), l.raw(Sym::Broadcast { rows: hv }, &[k]));
+            let many = l.raw(Sym::DeltaRule { hv, hk: hv, dk, dv, map: HeadMap::Grouped }, &[&[s, qb, kb][..], &rest].concat());
+            let one = l.raw(Sym::DeltaRule { hv, hk: 1, dk, dv, map: HeadMap::Grouped }, &[&[s, q, k][..], &rest].concat());
+            let (lhs, rhs) = (l.raw(Sym::Proj(out), &[many]), l.raw(Sym::Proj(out), &[one]));
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            let top = i.dag.node(many).clone();
+            let before = i.dag.fired.len();
+            prop_assert_eq!(i.dag.mk(top.sym, &top.args), one);
+            prop_assert!(i.dag.fired[before..].iter().any(|(l, _)| *l == Lemma::OneKeyHead));
+        }
+    }
+
     /// Each lemma has its property above: the list is the lemma set.
     #[test]
     fn every_lemma_has_a_property() {
@@ -795,6 +880,11 @@ mod lemmas {
             Lemma::KvAppendAtFill,
             Lemma::AttendFilledPrefix,
             Lemma::TrivialHeadMap,
+            Lemma::WholeRows,
+            Lemma::SliceOfHeads,
+            Lemma::PartialRotary,
+            Lemma::BroadcastCommutes,
+            Lemma::OneKeyHead,
         ];
         assert_eq!(tested.to_vec(), Lemma::ALL.to_vec());
     }

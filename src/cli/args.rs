@@ -236,9 +236,15 @@ pub struct ProveArgs {
     /// With `--layers`: every how many layers one is attention (1 to 1024).
     #[arg(long, default_value_t = 4, value_parser = parse_interval, requires = "layers")]
     pub interval: usize,
+    /// Also prove transformers' own step equal to the authored graph: the `.pt2` archive
+    /// `torch.export.save` wrote for this model's decode step (or its `model.json`, gzipped or
+    /// not, with a `buffers.json` beside it), as `reference/export_step.py` exports it.
+    #[arg(long, value_name = "GRAPH", conflicts_with = "layers")]
+    pub against: Option<PathBuf>,
     /// Print one JSON object `{"model":…,"layers":…,"numerics":…,"verdict":…}` with, as the
     /// verdict is `proved`, `refuted`, `inconclusive` or `refused`, the outputs and lemmas, the
-    /// difference, the reason, or the refusal.
+    /// difference, the reason, or the refusal; with `--against`, a `transformers` object of the
+    /// same fields for that link.
     #[arg(long)]
     pub json: bool,
 }

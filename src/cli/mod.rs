@@ -30,6 +30,7 @@ macro_rules! errln {
     }};
 }
 
+mod against;
 mod args;
 mod check;
 mod check_batch;

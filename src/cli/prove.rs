@@ -1,6 +1,7 @@
 //! `stepcheck prove`: the proof that a model's program computes what its step graph computes, for
-//! every checkpoint and every step, printed per output with the lemmas it used; `--json` prints
-//! the same as one JSON object.
+//! every checkpoint and every step, printed per output with the lemmas it used; with `--against`,
+//! first that transformers' own step computes what the step graph computes; `--json` prints the
+//! same as one JSON object.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -9,6 +10,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::CliError;
+use super::against::{Against, against};
 use super::args::ProveArgs;
 use super::plural::plural;
 use crate::engine::{lower::lower_graph, shim::EngineShim};
@@ -16,8 +18,9 @@ use crate::model::author::decode_step;
 use crate::model::spec::ModelSpec;
 use crate::prove::{Lemma, ProofVerdict, prove};
 
-/// Authors, fuses and lowers the model, then proves the program; exit 0 when proved, 1 when
-/// refuted or inconclusive (or the lowering refuses).
+/// Authors, fuses and lowers the model, then proves the program (and, with `--against`, first
+/// transformers' step against the authored graph); exit 0 when every link is proved, 1 when one is
+/// refuted or inconclusive (or the lowering refuses, or transformers' graph cannot be followed).
 ///
 /// `--json` prints one object: `model`, `layers`, `numerics` and `verdict` (`proved`, `refuted`,
 /// `inconclusive` or `refused`), then what the text carries for that verdict: `proof` (each
@@ -31,6 +34,27 @@ pub(crate) fn prove_cmd(a: ProveArgs) -> Result<ExitCode, CliError> {
     }
     let mut head = json!({ "model": spec.name, "layers": spec.layers.len(), "numerics": a.numerics.to_string() });
     let authored = decode_step(&spec)?;
+    let link = match &a.against {
+        Some(path) => Some(against(path, &spec, &authored)?),
+        None => None,
+    };
+    let link_proved = link.as_ref().is_none_or(|l| l.outcome.as_ref().is_ok_and(ProofVerdict::is_proved));
+    if let Some(l) = &link {
+        if a.json {
+            head["transformers"] = link_json(l);
+        } else {
+            outln!("transformers' step ({} ATen nodes, imported as {} ops)", l.nodes, l.ops);
+            match &l.outcome {
+                Ok(v) => outln!("{v}"),
+                Err(why) => outln!("not imported: {why}"),
+            }
+        }
+        errln!(
+            "transformers link: import {:.1} ms, proof {:.1} ms",
+            l.import.as_secs_f64() * 1e3,
+            l.proof.as_secs_f64() * 1e3
+        );
+    }
     let fused = EngineShim::default().prepare(&authored);
     let program = match lower_graph(&fused, a.numerics) {
         Ok(p) => p,
@@ -60,7 +84,25 @@ pub(crate) fn prove_cmd(a: ProveArgs) -> Result<ExitCode, CliError> {
         outln!("{verdict}");
     }
     errln!("proof took {:.1} ms", took.as_secs_f64() * 1e3);
-    Ok(if verdict.is_proved() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if verdict.is_proved() && link_proved { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The transformers link as a JSON object: its verdict word and fields, or `not imported` and why,
+/// with the import's and the proof's milliseconds.
+fn link_json(l: &Against) -> Value {
+    let mut out = match &l.outcome {
+        Ok(v) => {
+            let mut o = verdict_json(v);
+            o["verdict"] = v.word().into();
+            o
+        }
+        Err(why) => json!({ "verdict": "not imported", "why": why }),
+    };
+    out["nodes"] = l.nodes.into();
+    out["ops"] = l.ops.into();
+    out["import_ms"] = (l.import.as_secs_f64() * 1e3).into();
+    out["proof_ms"] = (l.proof.as_secs_f64() * 1e3).into();
+    out
 }
 
 /// What the verdict's text carries, as the fields of a JSON object.

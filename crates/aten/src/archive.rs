@@ -14,15 +14,47 @@ use super::graph::Exported;
 /// The largest serialized program read: a 24-layer decode step is about 7 MB.
 pub const MAX_PROGRAM_BYTES: u64 = 256 << 20;
 
-/// The program at `path`: a `.pt2` archive, or its `model.json` alone.
+/// The program at `path`: a `.pt2` archive, or its `model.json` alone (gzipped or not).
 pub fn read_program(path: &Path) -> Result<Exported, ImportError> {
     let bytes = std::fs::read(path).map_err(|e| ImportError::Archive(format!("{}: {e}", path.display())))?;
+    let fail = |why: String| ImportError::Archive(format!("{}: {why}", path.display()));
     if bytes.starts_with(b"PK") {
-        let json = program_json(&bytes).map_err(|why| ImportError::Archive(format!("{}: {why}", path.display())))?;
+        Exported::from_json(&program_json(&bytes).map_err(fail)?)
+    } else if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut json = Vec::new();
+        flate2::read::GzDecoder::new(bytes.as_slice())
+            .take(MAX_PROGRAM_BYTES + 1)
+            .read_to_end(&mut json)
+            .map_err(|e| fail(format!("not gzip: {e}")))?;
+        if json.len() as u64 > MAX_PROGRAM_BYTES {
+            return Err(fail(format!("its program is over {MAX_PROGRAM_BYTES} bytes unpacked")));
+        }
         Exported::from_json(&json)
     } else {
         Exported::from_json(&bytes)
     }
+}
+
+/// The step at `path` and the constant buffers it reads: a `.pt2` archive's own, or for a
+/// `model.json` alone (gzipped or not) those of a `buffers.json` beside it (name → values, as
+/// `reference/export_step.py` writes for an export whose archive is not kept), or none.
+pub fn read_step(path: &Path) -> Result<(Exported, BTreeMap<String, Vec<f64>>), ImportError> {
+    let program = read_program(path)?;
+    let mut head = [0u8; 2];
+    let is_zip = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok() && head == *b"PK";
+    if is_zip {
+        return Ok((program, read_buffers(path)?));
+    }
+    let beside = path.with_file_name("buffers.json");
+    if !beside.is_file() {
+        return Ok((program, BTreeMap::new()));
+    }
+    let fail = |why: String| ImportError::Archive(format!("{}: {why}", beside.display()));
+    let file = std::fs::File::open(&beside).map_err(|e| fail(e.to_string()))?;
+    let mut text = Vec::new();
+    file.take(MAX_BUFFER_VALUES * 32).read_to_end(&mut text).map_err(|e| fail(e.to_string()))?;
+    let buffers: BTreeMap<String, Vec<f64>> = serde_json::from_slice(&text).map_err(|e| fail(e.to_string()))?;
+    Ok((program, buffers))
 }
 
 /// The `models/model.json` entry of the `.pt2` archive held in `bytes`.

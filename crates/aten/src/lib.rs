@@ -24,6 +24,6 @@ pub mod import;
 pub mod ops;
 pub mod size;
 
-pub use archive::{read_buffers, read_program};
+pub use archive::{read_buffers, read_program, read_step};
 pub use error::ImportError;
 pub use graph::Exported;

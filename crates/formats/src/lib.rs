@@ -8,6 +8,7 @@
 
 pub mod bind;
 pub mod checkpoint;
+pub mod convention;
 pub mod finite;
 pub mod gguf;
 pub mod mapped;

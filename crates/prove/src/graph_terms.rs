@@ -3,13 +3,16 @@
 
 use super::term::{Dag, Id, Real, Sym};
 use fuse::{Slot, meaning};
-use ir::{Def, Graph, OpKind, StateKind, Ty};
+use ir::{Binding, Def, Graph, OpKind, StateKind, Ty};
 
 /// The terms of a graph's outputs: its logits, and each piece of state as it leaves the step.
 #[derive(Clone, Debug)]
 pub struct GraphTerms {
     pub logits: Id,
     pub states: Vec<StateTerm>,
+    /// The terms each op of the graph wrote, op by op (a refutation names the op that wrote the
+    /// first differing subterm).
+    pub ops: Vec<Vec<Id>>,
 }
 
 /// A piece of the graph's state: what it is, its type, and its term as it leaves the step.
@@ -34,15 +37,26 @@ pub fn state_leaf(dag: &mut Dag, kind: StateKind, layer: Option<usize>) -> Id {
 /// The terms of `graph`, built into `dag`, or why the graph cannot be read as terms (a tensor used
 /// before it is written, an op whose shape rule fails).
 pub fn graph_terms(dag: &mut Dag, graph: &Graph) -> Result<GraphTerms, String> {
+    graph_terms_with(dag, graph, &mut |dag: &mut Dag, b: &Binding| Ok(dag.leaf(Sym::Weight(b.clone()))))
+}
+
+/// [`graph_terms`], each constant's term made by `weight` from its binding (the transformers link
+/// states a GGUF constant as its equation over the HF tensor it is converted from).
+pub fn graph_terms_with(
+    dag: &mut Dag,
+    graph: &Graph,
+    weight: &mut dyn FnMut(&mut Dag, &Binding) -> Result<Id, String>,
+) -> Result<GraphTerms, String> {
     let mut val: Vec<Option<Id>> = vec![None; graph.tensors.len()];
     for (t, def) in graph.defs().iter().enumerate() {
         val[t] = match def {
             Some(Def::Token) => Some(dag.leaf(Sym::Token)),
-            Some(Def::Const(i)) => Some(dag.leaf(Sym::Weight(graph.consts[*i].binding.clone()))),
+            Some(Def::Const(i)) => Some(weight(dag, &graph.consts[*i].binding)?),
             Some(Def::State(i)) => Some(state_leaf(dag, graph.states[*i].kind, graph.states[*i].layer)),
             _ => None,
         };
     }
+    let mut written = Vec::with_capacity(graph.ops.len());
     for op in &graph.ops {
         let ins: Vec<(Id, Ty)> = op
             .inputs
@@ -73,11 +87,12 @@ pub fn graph_terms(dag: &mut Dag, graph: &Graph) -> Result<GraphTerms, String> {
             }
             kind => op_terms(dag, kind, &ins)?.into_iter().map(|(id, _)| id).collect(),
         };
-        for (&t, id) in op.outputs.iter().zip(outs) {
+        for (&t, &id) in op.outputs.iter().zip(&outs) {
             if let Some(v) = val.get_mut(t.0) {
                 *v = Some(id);
             }
         }
+        written.push(outs);
     }
     let get = |t: ir::TensorId| val.get(t.0).copied().flatten();
     let logits = get(graph.logits).ok_or("the logits are never written")?;
@@ -89,7 +104,7 @@ pub fn graph_terms(dag: &mut Dag, graph: &Graph) -> Result<GraphTerms, String> {
             Ok(StateTerm { kind: s.kind, layer: s.layer, ty: graph.ty(s.read).clone(), out })
         })
         .collect::<Result<_, String>>()?;
-    Ok(GraphTerms { logits, states })
+    Ok(GraphTerms { logits, states, ops: written })
 }
 
 /// The terms (and types) a primitive op of kind `kind` writes when it reads `ins`.

@@ -43,11 +43,26 @@ pub enum Lemma {
     /// A head map whose source heads are one, or as many as the heads, is both the grouped and the
     /// tiled map: it is written as grouped.
     TrivialHeadMap,
+    /// `W[rows 0..R] = W` for a matrix of `R` rows (the prover knows the row counts of the HF
+    /// tensors the transformers link reads).
+    WholeRows,
+    /// `slice(0..d of 2d, W·x) = W[head_half d 0]·x`, and `slice(d..2d of 2d, W·x)` half 1: the
+    /// halves of each `2d`-row head of a matvec are the matvecs of the head halves.
+    SliceOfHeads,
+    /// `concat(rope(θ, r, hd=r)(slice(0..r of hd, x)), slice(r..hd of hd, x)) = rope(θ, r, hd)(x)`:
+    /// a rotary embedding of the first `r` dims of each row leaves the rest as they are.
+    PartialRotary,
+    /// `f(broadcast(x)) = broadcast(f(x))` for an elementwise `f` (`scale`, `offset`, an
+    /// activation) or a row-wise one over rows of `x`'s length (`l2_norm`).
+    BroadcastCommutes,
+    /// `delta_rule(hk = hv)(S, broadcast(q), broadcast(k), v, g, β) = delta_rule(hk = 1)(S, q, k, v,
+    /// g, β)`: every value head reading the one key head's copy reads the one key head.
+    OneKeyHead,
 }
 
 impl Lemma {
     /// Every lemma, in the order the docs list them.
-    pub const ALL: [Lemma; 12] = [
+    pub const ALL: [Lemma; 17] = [
         Lemma::RowsOfMatVec,
         Lemma::HeadHalfOfMatVec,
         Lemma::SliceOfConcat,
@@ -60,6 +75,11 @@ impl Lemma {
         Lemma::KvAppendAtFill,
         Lemma::AttendFilledPrefix,
         Lemma::TrivialHeadMap,
+        Lemma::WholeRows,
+        Lemma::SliceOfHeads,
+        Lemma::PartialRotary,
+        Lemma::BroadcastCommutes,
+        Lemma::OneKeyHead,
     ];
 
     /// The lemma's name, as proofs print it.
@@ -77,6 +97,11 @@ impl Lemma {
             Lemma::KvAppendAtFill => "kv-append-at-fill",
             Lemma::AttendFilledPrefix => "attend-filled-prefix",
             Lemma::TrivialHeadMap => "trivial-head-map",
+            Lemma::WholeRows => "whole-rows",
+            Lemma::SliceOfHeads => "slice-of-heads",
+            Lemma::PartialRotary => "partial-rotary",
+            Lemma::BroadcastCommutes => "broadcast-commutes",
+            Lemma::OneKeyHead => "one-key-head",
         }
     }
 }

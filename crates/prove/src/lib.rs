@@ -45,6 +45,7 @@ pub mod lemma;
 pub mod program_terms;
 pub mod rounding;
 pub mod slots;
+pub mod source;
 pub mod term;
 
 use std::cell::OnceCell;
@@ -62,6 +63,9 @@ pub(crate) const NODE_LIMIT: usize = 4_000_000;
 /// Which two of the three terms an output's proof relates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Link {
+    /// Transformers' exported step (imported) and the authored graph, through the checkpoint
+    /// convention ([`source`]).
+    SourceAuthored,
     /// The authored graph and the fused graph (the shim).
     AuthoredFused,
     /// The fused graph and the program (the lowering), through the layout maps.
@@ -71,6 +75,7 @@ pub enum Link {
 impl fmt::Display for Link {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Link::SourceAuthored => "transformers ≡ authored",
             Link::AuthoredFused => "authored ≡ fused",
             Link::FusedProgram => "fused ≡ program",
         })
@@ -100,6 +105,9 @@ pub struct Proof {
     pub roundings: rounding::Roundings,
     /// The numerics the roundings were checked against.
     pub numerics: String,
+    /// What the proof takes as given beyond its lemmas, each stated with its bound (the
+    /// transformers link: its rotary frequencies, computed in f32).
+    pub stated: Vec<String>,
 }
 
 /// A refutation: the output, the first differing subterms of its two normal forms, and why the
@@ -316,6 +324,7 @@ impl Prover<'_> {
             commands,
             roundings: p.roundings,
             numerics: program.numerics.to_string(),
+            stated: vec![],
         }))
     }
 
@@ -565,17 +574,20 @@ impl fmt::Display for ProofVerdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ProofVerdict::Proved(p) => {
-                writeln!(
-                    f,
-                    "proved: {} outputs over {} commands, {} term nodes",
-                    p.outputs.len(),
-                    p.commands,
-                    p.nodes
-                )?;
+                match p.commands {
+                    0 => writeln!(f, "proved: {} outputs, {} term nodes", p.outputs.len(), p.nodes)?,
+                    n => writeln!(f, "proved: {} outputs over {n} commands, {} term nodes", p.outputs.len(), p.nodes)?,
+                }
                 for o in &p.outputs {
                     writeln!(f, "  {}: {} ({} nodes){}", o.output, o.stage, o.size, lemma_list(&o.lemmas, " by "))?;
                 }
                 write!(f, "lemmas used:{}", lemma_list(&p.lemmas, " "))?;
+                for s in &p.stated {
+                    write!(f, "\nstated: {s}")?;
+                }
+                if p.commands == 0 {
+                    return Ok(());
+                }
                 if p.roundings.is_empty() {
                     write!(f, "\nroundings: none (numerics {}: every place is f32)", p.numerics)
                 } else {
@@ -587,9 +599,13 @@ impl fmt::Display for ProofVerdict {
             ProofVerdict::Refuted(r) => {
                 write!(f, "refuted: {}, {}: {}", r.stage, r.output, r.why)?;
                 if !r.left.is_empty() {
+                    let (left, right) = match r.stage {
+                        Link::SourceAuthored => ("transformers:", "authored:    "),
+                        _ => ("graph:  ", "program:"),
+                    };
                     write!(
                         f,
-                        "\n  at {}\n  graph:   {}\n  program: {}",
+                        "\n  at {}\n  {left} {}\n  {right} {}",
                         if r.path.is_empty() { "the output".into() } else { r.path.join(" > ") },
                         truncate(&r.left),
                         truncate(&r.right)

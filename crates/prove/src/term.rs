@@ -356,6 +356,9 @@ pub struct Dag {
     index: foldhash::HashMap<Node, Id>,
     /// Every rewrite the builder made: the lemma and the node it produced.
     pub fired: Vec<(Lemma, Id)>,
+    /// The row count of each checkpoint matrix whose count the proof knows (`whole-rows`); empty
+    /// unless a link sets it.
+    pub rows: foldhash::HashMap<String, usize>,
 }
 
 impl Dag {
@@ -390,8 +393,14 @@ impl Dag {
         id
     }
 
-    /// A leaf.
+    /// A leaf; rows `0..R` of a matrix of `R` rows is the whole matrix (`whole-rows`).
     pub fn leaf(&mut self, sym: Sym) -> Id {
+        if let Sym::Weight(Binding { tensor, view: View::Rows { start: 0, end } }) = &sym
+            && self.rows.get(tensor) == Some(end)
+        {
+            let id = self.raw(Sym::Weight(Binding::whole(tensor.clone())), &[]);
+            return self.fire(Lemma::WholeRows, id);
+        }
         self.raw(sym, &[])
     }
 
@@ -403,7 +412,14 @@ impl Dag {
     /// The node of `sym` over `args` in normal form: each lemma whose left side matches is
     /// rewritten to its right side (itself normalised), and recorded.
     pub fn mk(&mut self, sym: Sym, args: &[Id]) -> Id {
+        if let (Sym::Concat { lens, .. }, &[a, b]) = (&sym, args)
+            && let Some((rope, x, pos)) = self.partial_rotary(lens, a, b)
+        {
+            let id = self.mk(rope, &[x, pos]);
+            return self.fire(Lemma::PartialRotary, id);
+        }
         match (&sym, args) {
+            (Sym::Weight(_), []) => self.leaf(sym),
             (Sym::Add, [a, b]) | (Sym::Mul, [a, b]) if b < a => {
                 let lemma = if sym == Sym::Add { Lemma::AddCommutes } else { Lemma::MulCommutes };
                 let id = self.raw(sym, &[*b, *a]);
@@ -438,6 +454,11 @@ impl Dag {
                         }
                         at += len;
                     }
+                }
+                let half = (n == 2 * (end - start) && (start == 0 || start == n / 2)).then_some(start / (n / 2).max(1));
+                if let (Some(half), Some(_)) = (half, self.weight_matvec(*x)) {
+                    let id = self.mk(Sym::HeadHalf { d: n / 2, half }, &[*x]);
+                    return self.fire(Lemma::SliceOfHeads, id);
                 }
                 self.raw(sym, args)
             }
@@ -519,6 +540,22 @@ impl Dag {
                 let id = self.mk(Sym::DeltaRule { hv, hk, dk, dv, map: HeadMap::Grouped }, args);
                 self.fire(Lemma::TrivialHeadMap, id)
             }
+            (&Sym::DeltaRule { hv, hk, dk, dv, map: HeadMap::Grouped }, [s, q, k, rest @ ..])
+                if hk == hv && hv > 1 && self.broadcast_of(*q, hv).is_some() && self.broadcast_of(*k, hv).is_some() =>
+            {
+                let (q1, k1) = (self.broadcast_of(*q, hv).unwrap_or(*q), self.broadcast_of(*k, hv).unwrap_or(*k));
+                let ins = [&[*s, q1, k1][..], rest].concat();
+                let id = self.mk(Sym::DeltaRule { hv, hk: 1, dk, dv, map: HeadMap::Grouped }, &ins);
+                self.fire(Lemma::OneKeyHead, id)
+            }
+            (Sym::Scale(_) | Sym::Offset(_) | Sym::Act(_) | Sym::L2Norm { .. }, [x])
+                if matches!(self.node(*x).sym, Sym::Broadcast { .. }) =>
+            {
+                let inner = self.node(*x).clone();
+                let inside = self.mk(sym.clone(), &inner.args);
+                let id = self.mk(inner.sym, &[inside]);
+                self.fire(Lemma::BroadcastCommutes, id)
+            }
             _ => self.raw(sym, args),
         }
     }
@@ -533,6 +570,27 @@ impl Dag {
             Sym::Weight(Binding { tensor, view: View::Whole }) => Some((tensor.clone(), n.args[1])),
             _ => None,
         }
+    }
+
+    /// `x` when `b` is `broadcast(rows)(x)`.
+    fn broadcast_of(&self, b: Id, rows: usize) -> Option<Id> {
+        let n = self.node(b);
+        (n.sym == Sym::Broadcast { rows }).then(|| n.args[0])
+    }
+
+    /// `(rope(θ, r, hd), x, pos)` when `a` is `rope(θ, r, hd=r)(slice(0..r of hd, x), pos)` and `b`
+    /// is `slice(r..hd of hd, x)`, concatenated as rows of `[r, hd − r]`.
+    fn partial_rotary(&self, lens: &[usize], a: Id, b: Id) -> Option<(Sym, Id, Id)> {
+        let (na, nb) = (self.node(a), self.node(b));
+        let Sym::Rope { theta, dims, style, hd: r } = na.sym else { return None };
+        let [rotated, pos] = na.args[..] else { return None };
+        let head = self.node(rotated);
+        let (&Sym::Slice { start: 0, end, n: hd }, &Sym::Slice { start, end: tail, n: hd2 }) = (&head.sym, &nb.sym)
+        else {
+            return None;
+        };
+        let fits = dims == r && end == r && start == r && tail == hd && hd2 == hd && lens == [r, hd - r];
+        (fits && head.args == nb.args).then(|| (Sym::Rope { theta, dims, style, hd }, head.args[0], pos))
     }
 
     /// `W[rows a..c]·x` when `p` is `W[rows a..b]·x` and `q` is `W[rows b..c]·x`.

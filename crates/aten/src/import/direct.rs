@@ -165,21 +165,21 @@ fn binary(
                 "div.Tensor" if c != 0.0 => OpKind::Scale { factor: 1.0 / c },
                 _ => return Ok(None),
             };
-            if short == "mul.Tensor" && x.values().iter().all(|e| !matches!(e, Elem::Ir(..))) {
+            if short == "mul.Tensor" && x.made_whole().is_none() && !x.any(|e| matches!(e, Elem::Ir(..))) {
                 return symbolic(&[x, Strided::new(vec![], vec![Elem::Num(c)])], sizes);
             }
             on_values(im, kind, &[x], sizes)
         }
         (Operand::Elems(x), Operand::Elems(y)) => {
             let repeats = |t: &Strided<Elem>| squeezed(&t.sizes) != squeezed(sizes);
-            let symbolic_only = |t: &Strided<Elem>| t.values().iter().all(|e| !matches!(e, Elem::Ir(..)));
+            let symbolic_only = |t: &Strided<Elem>| t.made_whole().is_none() && !t.any(|e| matches!(e, Elem::Ir(..)));
             if (repeats(&x) || repeats(&y)) && !(symbolic_only(&x) && symbolic_only(&y)) {
                 // A product that repeats values of an operand (`S · e^g[..., None, None]`) is one
                 // step of a composite the rows read whole; alone, the IR has no op for it.
                 return Ok(None);
             }
             let (x, y) = (x.broadcast_to(sizes)?, y.broadcast_to(sizes)?);
-            let symbolic_side = |t: &Strided<Elem>| t.values().iter().all(|e| !matches!(e, Elem::Ir(..)));
+            let symbolic_side = |t: &Strided<Elem>| t.made_whole().is_none() && !t.any(|e| matches!(e, Elem::Ir(..)));
             if short == "mul.Tensor" && symbolic_side(&x) && symbolic_side(&y) {
                 return symbolic(&[x, y], sizes);
             }
@@ -222,6 +222,5 @@ fn on_values(
 
 /// The values of IR tensor `t` laid out as ATen `sizes`.
 pub fn ir_val(t: ir::TensorId, sizes: Vec<usize>) -> Val {
-    let n = sizes.iter().product();
-    Val::Elems(Strided::new(sizes, (0..n).map(|i| Elem::Ir(t, i)).collect()))
+    Val::Elems(super::ir_elems(t, sizes))
 }

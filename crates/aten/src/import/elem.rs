@@ -43,6 +43,15 @@ impl Elem {
     }
 }
 
+/// Value `i` of the IR tensor `base` is a value of (the element a made storage of an IR tensor's
+/// values holds at `i`).
+pub fn nth_value(base: &Elem, i: usize) -> Elem {
+    match *base {
+        Elem::Ir(t, _) => Elem::Ir(t, i),
+        other => other,
+    }
+}
+
 /// `f(a)` for an elementwise ATen op on a number or a position expression, when it is exact.
 pub fn unary(target: &str, a: Elem) -> Option<Elem> {
     use PosExpr::*;

@@ -57,6 +57,12 @@ struct Piece {
 impl Importer<'_> {
     /// The elements of `v` as an IR tensor of `shape`.
     pub(super) fn materialise(&mut self, v: &Strided<Elem>, shape: &[usize]) -> Result<TensorId, String> {
+        if let Some(Elem::Ir(t, _)) = v.made_whole()
+            && self.numel(t) == Some(v.numel())
+            && v.numel() == shape.iter().product::<usize>()
+        {
+            return self.reshaped(t, shape);
+        }
         let values = v.values();
         if values.len() != shape.iter().product::<usize>() || values.is_empty() {
             return Err(format!("{} values cannot be a tensor of shape {shape:?}", values.len()));

@@ -572,10 +572,9 @@ fn sizes_fit(ex: &Exported) -> Result<(), ImportError> {
     Ok(())
 }
 
-/// The elements of IR tensor `t` laid out as ATen `sizes`.
-fn ir_elems(t: TensorId, sizes: Vec<usize>) -> Strided<Elem> {
-    let n = sizes.iter().product();
-    Strided::new(sizes, (0..n).map(|i| Elem::Ir(t, i)).collect())
+/// The elements of IR tensor `t` laid out as ATen `sizes`: its values in order, made when read.
+pub(super) fn ir_elems(t: TensorId, sizes: Vec<usize>) -> Strided<Elem> {
+    Strided::made(sizes, Elem::Ir(t, 0), elem::nth_value)
 }
 
 /// Integer argument `name` of `n`.

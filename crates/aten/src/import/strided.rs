@@ -11,10 +11,46 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+/// The values a storage holds: listed, or made from their index (`len` values, value `i` being
+/// `nth(base, i)`: an IR tensor's values in order, without listing them until one is written).
+#[derive(Clone, Debug)]
+enum Store<T> {
+    Listed(Vec<T>),
+    Made { len: usize, base: T, nth: fn(&T, usize) -> T },
+}
+
+impl<T: Clone> Store<T> {
+    fn get(&self, i: usize) -> T {
+        match self {
+            Store::Listed(v) => v[i].clone(),
+            Store::Made { base, nth, .. } => nth(base, i),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Store::Listed(v) => v.len(),
+            Store::Made { len, .. } => *len,
+        }
+    }
+
+    /// The values listed, so that one can be written.
+    fn listed(&mut self) -> &mut Vec<T> {
+        if let Store::Made { len, base, nth } = self {
+            let values = (0..*len).map(|i| nth(base, i)).collect();
+            *self = Store::Listed(values);
+        }
+        match self {
+            Store::Listed(v) => v,
+            Store::Made { .. } => unreachable!("listed above"),
+        }
+    }
+}
+
 /// A strided view of a shared storage of `T`.
 #[derive(Clone, Debug)]
 pub struct Strided<T> {
-    storage: Rc<RefCell<Vec<T>>>,
+    storage: Rc<RefCell<Store<T>>>,
     pub sizes: Vec<usize>,
     strides: Vec<usize>,
     offset: usize,
@@ -40,7 +76,34 @@ impl<T: Clone> Strided<T> {
     /// A contiguous tensor of `sizes` holding `values` row-major.
     pub fn new(sizes: Vec<usize>, values: Vec<T>) -> Strided<T> {
         let strides = contiguous(&sizes);
-        Strided { storage: Rc::new(RefCell::new(values)), sizes, strides, offset: 0 }
+        Strided { storage: Rc::new(RefCell::new(Store::Listed(values))), sizes, strides, offset: 0 }
+    }
+
+    /// A contiguous tensor of `sizes` whose value `i` (row-major) is `nth(&base, i)`, made when
+    /// read rather than listed.
+    pub fn made(sizes: Vec<usize>, base: T, nth: fn(&T, usize) -> T) -> Strided<T> {
+        let strides = contiguous(&sizes);
+        let len = sizes.iter().product();
+        Strided { storage: Rc::new(RefCell::new(Store::Made { len, base, nth })), sizes, strides, offset: 0 }
+    }
+
+    /// Whether the view is all of its storage, in order.
+    fn whole(&self) -> bool {
+        self.offset == 0 && self.strides == contiguous(&self.sizes) && self.numel() == self.storage.borrow().len()
+    }
+
+    /// The base of a made storage this view is all of, in order: an IR tensor's values, unlisted.
+    pub fn made_whole(&self) -> Option<T> {
+        match &*self.storage.borrow() {
+            Store::Made { base, .. } if self.whole() => Some(base.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether any element satisfies `f`, visited in row-major order (stopping at the first).
+    pub fn any(&self, f: impl Fn(&T) -> bool) -> bool {
+        let s = self.storage.borrow();
+        self.indices().into_iter().any(|i| f(&s.get(i)))
     }
 
     pub fn numel(&self) -> usize {
@@ -72,15 +135,23 @@ impl<T: Clone> Strided<T> {
     /// The elements, row-major.
     pub fn values(&self) -> Vec<T> {
         let s = self.storage.borrow();
-        self.indices().into_iter().map(|i| s[i].clone()).collect()
+        self.indices().into_iter().map(|i| s.get(i)).collect()
     }
 
     fn view(&self, sizes: Vec<usize>, strides: Vec<usize>, offset: usize) -> Strided<T> {
         Strided { storage: Rc::clone(&self.storage), sizes, strides, offset }
     }
 
-    /// A new contiguous tensor of the same elements (`clone`).
+    /// A new contiguous tensor of the same elements (`clone`); a made storage seen whole stays
+    /// made.
     pub fn copy(&self) -> Strided<T> {
+        if let Store::Made { len, base, nth } = &*self.storage.borrow()
+            && self.whole()
+        {
+            let store = Store::Made { len: *len, base: base.clone(), nth: *nth };
+            let (sizes, strides) = (self.sizes.clone(), self.strides.clone());
+            return Strided { storage: Rc::new(RefCell::new(store)), sizes, strides, offset: 0 };
+        }
         Strided::new(self.sizes.clone(), self.values())
     }
 
@@ -165,10 +236,23 @@ impl<T: Clone> Strided<T> {
 
     /// `copy_(src)`: writes `src`, broadcast to `self`'s sizes, into `self`'s elements.
     pub fn write(&self, src: &Strided<T>) -> Result<(), String> {
+        // All of a storage overwritten by all of a made one, in order: it becomes that one.
+        if self.whole() && src.sizes == self.sizes && src.whole() && !Rc::ptr_eq(&self.storage, &src.storage) {
+            let made = match &*src.storage.borrow() {
+                Store::Made { len, base, nth } => Some(Store::Made { len: *len, base: base.clone(), nth: *nth }),
+                Store::Listed(_) => None,
+            };
+            if let Some(store) = made {
+                *self.storage.borrow_mut() = store;
+                return Ok(());
+            }
+        }
         let values = src.broadcast_to(&self.sizes)?.values();
+        let indices = self.indices();
         let mut storage = self.storage.borrow_mut();
-        for (i, v) in self.indices().into_iter().zip(values) {
-            storage[i] = v;
+        let listed = storage.listed();
+        for (i, v) in indices.into_iter().zip(values) {
+            listed[i] = v;
         }
         Ok(())
     }

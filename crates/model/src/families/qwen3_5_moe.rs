@@ -113,7 +113,7 @@ pub fn checkpoint(spec: &ModelSpec, source: &mut Source) -> Result<Checkpoint, F
         }
         let shape = b.shape(&gguf);
         let t = b.source().take_full(&hf, &rule.source_shape(&shape), &gguf)?;
-        let data = rule.apply(t.data, &shape, &spec.delta_net);
+        let data = crate::hf::transform::apply(rule, t.data, &shape, &spec.delta_net);
         b.put(&gguf, Values { shape, data });
     }
     Ok(b.finish())

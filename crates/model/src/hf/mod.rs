@@ -134,7 +134,7 @@ fn moved(t: Tensor, rule: transform::Rule, shape: &[usize], d: &super::spec::Del
         d: &super::spec::DeltaNetSpec,
     ) -> Vec<u8> {
         let values: Vec<[u8; W]> = bytes.as_chunks::<W>().0.to_vec();
-        rule.permute(values, shape, d).into_iter().flatten().collect()
+        transform::permute(rule, values, shape, d).into_iter().flatten().collect()
     }
     let bytes = match t.ty() {
         formats::gguf::GgmlType::F32 => move_as::<4>(t.bytes(), rule, shape, d),
@@ -179,7 +179,7 @@ pub fn checkpoint_from_hf_folder(dir: &Path, spec: &ModelSpec) -> Result<Checkpo
         let t = if rule == transform::Rule::Copy {
             files::in_place(path, hf, view, map, shape.clone())?
         } else if rule.computes() {
-            Tensor::f32(shape.clone(), &rule.apply(files::widen(path, hf, view)?, shape, &spec.delta_net))
+            Tensor::f32(shape.clone(), &transform::apply(rule, files::widen(path, hf, view)?, shape, &spec.delta_net))
         } else {
             moved(files::in_place(path, hf, view, map, shape.clone())?, rule, shape, &spec.delta_net)
         };

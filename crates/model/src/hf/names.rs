@@ -2,6 +2,7 @@
 //! (`convert_hf_to_gguf.py`) maps them.
 
 use super::transform::Rule;
+use formats::convention::{Convention, Equation, tiling_moves};
 use formats::names::{self, layer as n};
 
 /// Per-layer tensors: HF name after `layers.N.`, GGUF name after `blk.N.`, and the value rule.
@@ -90,6 +91,30 @@ pub fn hf_name(gguf: &str) -> Option<String> {
     let (index, rest) = gguf.strip_prefix("blk.")?.split_once('.')?;
     let (hf, ..) = LAYER.iter().find(|(_, g, _)| *g == rest)?;
     Some(format!("model.layers.{index}.{hf}"))
+}
+
+/// The checkpoint convention of `spec`: for every tensor of its layout, the HF tensor it is
+/// converted from (under `model.`, as `Qwen3_5ForCausalLM` and its export name them) and the rule
+/// of this table that converts it. A tied head's `lm_head.weight` is the embedding.
+pub fn convention(spec: &crate::spec::ModelSpec) -> Result<Convention, String> {
+    let mut equations = vec![];
+    for t in crate::layout::layout(spec) {
+        let source = hf_name(&t.name).ok_or_else(|| format!("{}: no HF tensor converts to it", t.name))?;
+        let Role::Text { rule, .. } = classify(&source) else {
+            return Err(format!("{}: {source} is not a tensor of the text model", t.name));
+        };
+        equations.push(Equation { gguf: t.name, source, rule });
+    }
+    let aliases = match spec.tied_embeddings {
+        true => vec![(HEAD.to_string(), format!("model.{}", TOP[0].0))],
+        false => vec![],
+    };
+    Ok(Convention {
+        equations,
+        tiling_moves: tiling_moves(spec.delta_net.key_heads, spec.delta_net.value_heads),
+        aliases,
+        rope_theta: spec.attention.rope_theta,
+    })
 }
 
 #[cfg(test)]

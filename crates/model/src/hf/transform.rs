@@ -1,72 +1,38 @@
 //! The value transforms llama.cpp's converter applies between a Hugging Face Qwen3.5 checkpoint and
-//! a qwen35 GGUF, so that a checkpoint read from safetensors holds what the GGUF would.
+//! a qwen35 GGUF, so that a checkpoint read from safetensors holds what the GGUF would: the rules of
+//! `formats::convention` applied to values.
 
 use crate::spec::DeltaNetSpec;
 
-/// How a tensor's values go from the HF checkpoint to the canonical one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rule {
-    /// Unchanged (matrices, `linear_attn.norm`, and `attn_q` with its per-head `[q | gate]` rows).
-    Copy,
-    /// A zero-centred norm weight `w`: stored as the multiplier `1 + w`.
-    Norm,
-    /// `A_log`: stored as `ssm_a = −exp(A_log)`, its value heads tiled.
-    Decay,
-    /// The conv weight `[C, 1, K]`: squeezed to `[C, K]`, the value channels' heads tiled.
-    Conv,
-    /// `in_proj_qkv` `[C, H]`: the value rows' heads tiled, query and key rows unchanged.
-    QkvValueRows,
-    /// A tensor whose rows are value heads (`in_proj_z`, `in_proj_b`, `in_proj_a`, `dt_bias`):
-    /// its heads tiled.
-    ValueRows,
-    /// `out_proj` `[H, Hv·dv]`: the value heads of its columns tiled.
-    ValueColumns,
+pub use formats::convention::Rule;
+
+/// The GGUF values of an HF tensor under `rule`, whose GGUF shape is `shape`. The values must be of
+/// [`Rule::source_shape`], and `d` a validated spec's Gated-DeltaNet sizes.
+pub fn apply(rule: Rule, mut data: Vec<f32>, shape: &[usize], d: &DeltaNetSpec) -> Vec<f32> {
+    match rule {
+        Rule::Norm => data.iter_mut().for_each(|w| *w += 1.0),
+        Rule::Decay => data.iter_mut().for_each(|a| *a = -a.exp()),
+        _ => {}
+    }
+    permute(rule, data, shape, d)
 }
 
-impl Rule {
-    /// The HF shape of a tensor whose canonical shape is `shape`.
-    pub(crate) fn source_shape(self, shape: &[usize]) -> Vec<usize> {
-        match (self, shape) {
-            (Rule::Conv, &[c, k]) => vec![c, 1, k],
-            _ => shape.to_vec(),
-        }
+/// The rule's moves alone (the value heads tiled), on values of any type: `apply` without its
+/// arithmetic. The values must be of [`Rule::source_shape`].
+pub fn permute<T: Copy>(rule: Rule, mut data: Vec<T>, shape: &[usize], d: &DeltaNetSpec) -> Vec<T> {
+    let (hk, hv) = (d.key_heads, d.value_heads);
+    let tile_from = |data: &mut [T], start: usize| {
+        let tiled = tile_value_heads(&data[start..], hk, hv);
+        data[start..].copy_from_slice(&tiled);
+    };
+    let cols = shape.get(1).copied().unwrap_or(1);
+    match rule {
+        Rule::Copy | Rule::Norm => {}
+        Rule::Decay | Rule::ValueRows => tile_from(&mut data, 0),
+        Rule::Conv | Rule::QkvValueRows => tile_from(&mut data, 2 * hk * d.key_dim * cols),
+        Rule::ValueColumns => data.chunks_exact_mut(cols).for_each(|row| tile_from(row, 0)),
     }
-
-    /// The canonical values of an HF tensor whose canonical shape is `shape`. The values must be
-    /// of [`Rule::source_shape`], and `d` a validated spec's Gated-DeltaNet sizes.
-    pub fn apply(self, mut data: Vec<f32>, shape: &[usize], d: &DeltaNetSpec) -> Vec<f32> {
-        match self {
-            Rule::Norm => data.iter_mut().for_each(|w| *w += 1.0),
-            Rule::Decay => data.iter_mut().for_each(|a| *a = -a.exp()),
-            _ => {}
-        }
-        self.permute(data, shape, d)
-    }
-
-    /// Whether the rule computes new values (`1 + w`, `−exp(A_log)`), which are then stored as
-    /// F32 as the converter stores them, rather than only moving values, which keeps them in
-    /// their stored type.
-    pub fn computes(self) -> bool {
-        matches!(self, Rule::Norm | Rule::Decay)
-    }
-
-    /// The rule's moves alone (the value heads tiled), on values of any type: `apply` without its
-    /// arithmetic. The values must be of [`Rule::source_shape`].
-    pub fn permute<T: Copy>(self, mut data: Vec<T>, shape: &[usize], d: &DeltaNetSpec) -> Vec<T> {
-        let (hk, hv) = (d.key_heads, d.value_heads);
-        let tile_from = |data: &mut [T], start: usize| {
-            let tiled = tile_value_heads(&data[start..], hk, hv);
-            data[start..].copy_from_slice(&tiled);
-        };
-        let cols = shape.get(1).copied().unwrap_or(1);
-        match self {
-            Rule::Copy | Rule::Norm => {}
-            Rule::Decay | Rule::ValueRows => tile_from(&mut data, 0),
-            Rule::Conv | Rule::QkvValueRows => tile_from(&mut data, 2 * hk * d.key_dim * cols),
-            Rule::ValueColumns => data.chunks_exact_mut(cols).for_each(|row| tile_from(row, 0)),
-        }
-        data
-    }
+    data
 }
 
 /// `blocks`, `value_heads` equal blocks in grouped order (HF: value head `h = g·r + j` uses key head
@@ -122,7 +88,7 @@ mod tests {
     fn out_proj_columns_are_tiled_within_each_row() {
         let d = DeltaNetSpec { key_heads: 2, value_heads: 4, key_dim: 1, value_dim: 1, conv_kernel: 1 };
         let data: Vec<f32> = (0..8).map(|x| x as f32).collect();
-        let out = Rule::ValueColumns.apply(data, &[2, 4], &d);
+        let out = apply(Rule::ValueColumns, data, &[2, 4], &d);
         assert_eq!(out, [0., 2., 1., 3., 4., 6., 5., 7.]);
     }
 }
