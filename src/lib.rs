@@ -24,7 +24,7 @@ pub use stepcheck_prove as prove;
 
 /// The formats crate's readers, under the name this crate gives them.
 pub mod formats {
-    pub use stepcheck_formats::{checkpoint, finite, gguf, quants};
+    pub use stepcheck_formats::{checkpoint, convention, finite, gguf, quants};
 }
 
 /// The engine: its program (`program`, `numerics`), the shim and the lowering that write it, and

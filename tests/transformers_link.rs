@@ -101,3 +101,94 @@ fn the_08b_shape_export_is_proved_equal_to_the_presets_authored_graph() {
     let verdict = prove(&c);
     assert!(verdict.is_proved(), "{verdict}");
 }
+
+// ---- Refutations that name the cause: the exported graph or the convention changed. ----
+
+/// The proved export `attn-first-tied-gqa3` with its graph edited by `edit` (on torch's JSON), its
+/// verdict, or the import's error.
+fn edited(edit: impl FnOnce(&mut Vec<serde_json::Value>)) -> Result<ProofVerdict, String> {
+    let folder = exported().join("attn-first-tied-gqa3");
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(folder.join("model.json")).expect("model.json")).expect("JSON");
+    let nodes = json["graph_module"]["graph"]["nodes"].as_array_mut().expect("nodes");
+    edit(nodes);
+    let program = Exported::from_json(&serde_json::to_vec(&json).expect("JSON")).expect("the edited program");
+    let base = case(&folder);
+    let buffers = read_buffers(&folder.join("step.pt2")).expect("buffers");
+    let imported = import(&program, &buffers, "edited").map_err(|e| e.to_string())?;
+    let c = Case { imported, program, ..base };
+    Ok(prove(&c))
+}
+
+/// The node named `name`.
+fn node<'a>(nodes: &'a mut [serde_json::Value], name: &str) -> &'a mut serde_json::Value {
+    nodes.iter_mut().find(|n| n["outputs"][0]["as_tensor"]["name"] == name).unwrap_or_else(|| panic!("no node {name}"))
+}
+
+/// Argument `arg` of a node.
+fn arg<'a>(node: &'a mut serde_json::Value, arg: &str) -> &'a mut serde_json::Value {
+    node["inputs"].as_array_mut().expect("inputs").iter_mut().find(|a| a["name"] == arg).expect("the argument")
+}
+
+/// The refutation's text, or a panic naming what was found instead.
+fn refutation(v: Result<ProofVerdict, String>, what: &str) -> String {
+    match v {
+        Ok(v @ ProofVerdict::Refuted(_)) => v.to_string(),
+        other => panic!("{what}: not refuted: {other:?}"),
+    }
+}
+
+#[test]
+fn a_norm_weight_read_without_its_one_plus_is_refuted_at_that_node() {
+    // `add_4 = add(to_5, 1.0)`: the input norm's `1 + w`; dropped, the norm reads `w`.
+    let v = edited(|nodes| arg(node(nodes, "add_4"), "other")["arg"] = serde_json::json!({ "as_float": 0.0 }));
+    let text = refutation(v, "1 + dropped");
+    assert!(text.contains("offset with different attributes"), "{text}");
+    assert!(text.contains("transformers: node add_4 (torch.ops.aten.add.Tensor, traced at"), "{text}");
+    assert!(text.contains("modeling_qwen3_5.py"), "{text}");
+}
+
+#[test]
+fn a_moved_l2_norm_eps_is_refuted_at_the_norm() {
+    // `add_x = add(sum_1, 1e-6)`: the delta rule's query l2 norm.
+    let v = edited(|nodes| {
+        let at = nodes.iter().position(|n| n["inputs"][0]["arg"]["as_tensor"]["name"] == "sum_1").expect("sum_1's add");
+        arg(&mut nodes[at], "other")["arg"] = serde_json::json!({ "as_float": 1e-5 });
+    });
+    let text = refutation(v, "l2 eps");
+    assert!(text.contains("l2_norm with different attributes"), "{text}");
+    assert!(text.contains("transformers: node mul_"), "{text}");
+}
+
+#[test]
+fn a_log_read_without_exp_is_refuted_at_the_negation() {
+    // `neg_2 = neg(exp)`, `exp = exp(to_17)`: read `neg(to_17)` instead.
+    let v = edited(|nodes| arg(node(nodes, "neg_2"), "self")["arg"]["as_tensor"]["name"] = "to_17".into());
+    let text = refutation(v, "A_log without exp");
+    assert!(text.contains("transformers: node neg_2 (torch.ops.aten.neg.default"), "{text}");
+}
+
+#[test]
+fn rotate_half_with_its_sign_flipped_is_not_imported_and_the_node_is_named() {
+    // `cat_2 = cat([neg, slice_14])` is `rotate_half(q)`; `cat([slice_14, neg])` is its negation.
+    let v = edited(|nodes| {
+        let tensors = &mut arg(node(nodes, "cat_2"), "tensors")["arg"]["as_tensors"];
+        tensors.as_array_mut().expect("tensors").swap(0, 1);
+    });
+    let Err(why) = v else { panic!("imported: {v:?}") };
+    assert!(why.contains("node mul_9 (torch.ops.aten.mul.Tensor, traced at"), "{why}");
+    assert!(why.contains("is read by no row here"), "{why}");
+}
+
+#[test]
+fn a_changed_equation_of_the_convention_is_refuted() {
+    // The planted change: the input norms' rule read as a copy instead of `1 + w`.
+    let c = case(&exported().join("attn-first-tied-gqa3"));
+    let mut conv = convention(&c.spec).expect("the convention");
+    for e in conv.equations.iter_mut().filter(|e| e.gguf.ends_with("attn_norm.weight")) {
+        e.rule = stepcheck::formats::convention::Rule::Copy;
+    }
+    let v = prove_source(&c.imported.graph, &labels(&c.program, &c.imported), &c.authored, &conv);
+    let text = refutation(Ok(v), "a planted equation");
+    assert!(text.contains("transformers: node add_4"), "{text}");
+}

@@ -46,7 +46,10 @@ pub fn prove_source(imported: &Graph, labels: &[String], authored: &Graph, conve
         };
     }
     let (imported, mut stated) = rope_by_theta(imported, convention.rope_theta);
-    let (imported, authored) = (at_f32(&imported), at_f32(authored));
+    let (mut imported, authored) = (at_f32(&imported), at_f32(authored));
+    for c in &mut imported.consts {
+        c.binding.tensor = convention.resolve(&c.binding.tensor).to_string();
+    }
     let authored = &authored;
     stated.push(
         "every scalar constant of both graphs (an eps, a scale, an offset) is read at f32, the precision both compute in: \
@@ -62,13 +65,10 @@ pub fn prove_source(imported: &Graph, labels: &[String], authored: &Graph, conve
     };
     for c in &imported.consts {
         if let Some(&[rows, _, ..]) = imported.ty(c.tensor).shape() {
-            prover.dag.rows.insert(convention.resolve(&c.binding.tensor).to_string(), rows);
+            prover.dag.rows.insert(c.binding.tensor.clone(), rows);
         }
     }
-    let hf = graph_terms::graph_terms_with(&mut prover.dag, &imported, &mut |dag, b| {
-        let name = convention.resolve(&b.tensor).to_string();
-        Ok(dag.leaf(Sym::Weight(Binding { tensor: name, view: b.view })))
-    });
+    let hf = graph_terms::graph_terms(&mut prover.dag, &imported);
     let hf = match hf {
         Ok(t) => t,
         Err(e) => return ProofVerdict::Inconclusive { why: format!("the imported graph: {e}") },

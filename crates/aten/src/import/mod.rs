@@ -507,11 +507,13 @@ impl<'a> Importer<'a> {
 
     /// The node that caused the first operand of `n` that holds nothing the IR holds, if any.
     fn lazy_cause(&self, n: &Node) -> Option<usize> {
+        let cause = |t: &String| match self.env.get(t) {
+            Some(Val::Lazy { cause }) => Some(*cause),
+            _ => None,
+        };
         n.args.iter().find_map(|(_, a)| match a {
-            Arg::Tensor(t) => match self.env.get(t) {
-                Some(Val::Lazy { cause }) => Some(*cause),
-                _ => None,
-            },
+            Arg::Tensor(t) => cause(t),
+            Arg::Tensors(ts) => ts.iter().find_map(cause),
             _ => None,
         })
     }
