@@ -864,6 +864,198 @@ mod lemmas {
         }
     }
 
+    /// A permutation of `0..n` drawn from `seed` (Fisher–Yates).
+    fn shuffled(seed: u64, n: usize) -> Vec<u32> {
+        let mut p: Vec<u32> = (0..n as u32).collect();
+        let mut state = seed | 1;
+        for i in (1..n).rev() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            p.swap(i, (state % (i as u64 + 1)) as usize);
+        }
+        p
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn permute_through_matvec(seed: u64, nb in 2usize..5, k in 1usize..3, c in 1usize..4) {
+            let mut l = Leaves::new(seed);
+            let w = l.tensor("w", &[nb * k, c]);
+            let x = l.tensor("x", &[c]);
+            l.dag.cols.insert("w".into(), c);
+            let p = shuffled(seed, nb);
+            let pw = l.dag.permute(&p, k * c, w);
+            let lhs = l.raw(Sym::MatVec, &[pw, x]);
+            let m = l.raw(Sym::MatVec, &[w, x]);
+            let rhs = l.dag.permute(&p, k, m);
+            prop_assume!(pw != w);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::PermuteThroughMatVec)?;
+        }
+
+        #[test]
+        fn permute_cancels(seed: u64, rows in 1usize..4, hv in 2usize..5, dv in 1usize..3) {
+            let mut l = Leaves::new(seed);
+            let w = l.tensor("w", &[rows, hv * dv]);
+            let x = l.tensor("x", &[hv * dv]);
+            l.dag.cols.insert("w".into(), hv * dv);
+            let q = shuffled(seed, hv);
+            prop_assume!(!stepcheck::prove::permute::is_identity(&q));
+            let cols: Vec<u32> = (0..rows).flat_map(|r| q.iter().map(move |&h| (r * hv) as u32 + h)).collect();
+            let (pw, px) = (l.dag.permute(&cols, dv, w), l.dag.permute(&q, dv, x));
+            let lhs = l.raw(Sym::MatVec, &[pw, px]);
+            let rhs = l.raw(Sym::MatVec, &[w, x]);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::PermuteCancels)?;
+        }
+
+        #[test]
+        fn permute_commutes(seed: u64, nb in 2usize..5, n in 1usize..4, which in 0usize..4) {
+            let mut l = Leaves::new(seed);
+            let (a, b) = (l.tensor("a", &[nb * n]), l.tensor("b", &[nb * n]));
+            let w = l.tensor("w", &[n]);
+            let p = shuffled(seed, nb);
+            prop_assume!(!stepcheck::prove::permute::is_identity(&p));
+            let (pa, pb) = (l.dag.permute(&p, n, a), l.dag.permute(&p, n, b));
+            let (lhs, inner) = match which {
+                0 => (l.raw(Sym::Act(stepcheck::ir::Act::Silu), &[pa]), l.raw(Sym::Act(stepcheck::ir::Act::Silu), &[a])),
+                1 => (l.raw(Sym::Mul, &[pa, pb]), l.raw(Sym::Mul, &[a, b])),
+                2 => {
+                    let rms = Sym::RmsNorm { eps: Real::new(1e-6), n };
+                    (l.raw(rms.clone(), &[pa, w]), l.raw(rms, &[a, w]))
+                }
+                _ => {
+                    let l2 = Sym::L2Norm { eps: Real::new(1e-6), n };
+                    (l.raw(l2.clone(), &[pa]), l.raw(l2, &[a]))
+                }
+            };
+            let rhs = l.dag.permute(&p, n, inner);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::PermuteCommutes)?;
+        }
+
+        #[test]
+        fn permute_through_concat(seed: u64, la in 1usize..4, nb in 2usize..4, s in 1usize..3) {
+            let mut l = Leaves::new(seed);
+            let (a, b) = (l.tensor("a", &[la]), l.tensor("b", &[nb * s]));
+            let p = shuffled(seed, nb);
+            prop_assume!(!stepcheck::prove::permute::is_identity(&p));
+            let pb = l.dag.permute(&p, s, b);
+            let lens = vec![la, nb * s];
+            let lhs = l.raw(Sym::Concat { rows: 1, lens: lens.clone() }, &[a, pb]);
+            let joined = l.raw(Sym::Concat { rows: 1, lens: lens.clone() }, &[a, b]);
+            let whole = stepcheck::prove::permute::concat(&lens, &[None, stepcheck::prove::permute::expand(&p, s, 1)]);
+            let rhs = l.dag.permute(&whole, 1, joined);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::PermuteThroughConcat)?;
+        }
+
+        #[test]
+        fn permute_through_slice(seed: u64, before in 0usize..3, len in 2usize..5, after in 0usize..3) {
+            let mut l = Leaves::new(seed);
+            let n = before + len + after;
+            let x = l.tensor("x", &[n]);
+            let q = shuffled(seed, len);
+            // The whole row is `whole-slice`'s, not this lemma's.
+            prop_assume!(!stepcheck::prove::permute::is_identity(&q) && before + after > 0);
+            let p = stepcheck::prove::permute::concat(&[before, len, after], &[None, Some(q.clone()), None]);
+            let px = l.dag.permute(&p, 1, x);
+            let slice = Sym::Slice { start: before, end: before + len, n };
+            let lhs = l.raw(slice.clone(), &[px]);
+            let inner = l.raw(slice, &[x]);
+            let rhs = l.dag.permute(&q, 1, inner);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::PermuteThroughSlice)?;
+        }
+
+        #[test]
+        fn permute_through_conv(seed: u64, c in 2usize..5, k in 1usize..4, depthwise: bool) {
+            let mut l = Leaves::new(seed);
+            let p = shuffled(seed, c);
+            prop_assume!(!stepcheck::prove::permute::is_identity(&p));
+            let big_s = l.state(StateKind::Conv, c * k);
+            let (lhs, rhs) = if depthwise {
+                let w = l.tensor("w", &[c, k]);
+                let (ps, pw) = (l.dag.permute(&p, k, big_s), l.dag.permute(&p, k, w));
+                let lhs = l.raw(Sym::DepthwiseConv { c, k }, &[ps, pw]);
+                let inner = l.raw(Sym::DepthwiseConv { c, k }, &[big_s, w]);
+                (lhs, l.dag.permute(&p, 1, inner))
+            } else {
+                let x = l.tensor("x", &[c]);
+                let (ps, px) = (l.dag.permute(&p, k, big_s), l.dag.permute(&p, 1, x));
+                let lhs = l.raw(Sym::ConvShift { c, k }, &[ps, px]);
+                let inner = l.raw(Sym::ConvShift { c, k }, &[big_s, x]);
+                (lhs, l.dag.permute(&p, k, inner))
+            };
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::PermuteThroughConv)?;
+        }
+
+        #[test]
+        fn tiled_delta_rule(seed: u64, hk in 2usize..4, r in 2usize..4, dk in 1usize..4, dv in 1usize..4, out in 0usize..2) {
+            let hv = hk * r;
+            let heads = stepcheck::prove::permute::tiled_heads(hk, hv);
+            let mut l = Leaves::new(seed);
+            let s = l.state(StateKind::Recurrent, hv * dk * dv);
+            let (q, k) = (l.tensor("q", &[hk * dk]), l.tensor("k", &[hk * dk]));
+            let (v, g, b) = (l.tensor("v", &[hv * dv]), l.tensor("g", &[hv]), l.tensor("b", &[hv]));
+            let ps = l.dag.permute(&heads, dk * dv, s);
+            let (pv, pg, pb) = (l.dag.permute(&heads, dv, v), l.dag.permute(&heads, 1, g), l.dag.permute(&heads, 1, b));
+            let tiled = l.raw(Sym::DeltaRule { hv, hk, dk, dv, map: HeadMap::Tiled }, &[ps, q, k, pv, pg, pb]);
+            let lhs = l.raw(Sym::Proj(out), &[tiled]);
+            let grouped = l.raw(Sym::DeltaRule { hv, hk, dk, dv, map: HeadMap::Grouped }, &[s, q, k, v, g, b]);
+            let part = l.raw(Sym::Proj(out), &[grouped]);
+            let rhs = l.dag.permute(&heads, if out == 0 { dk * dv } else { dv }, part);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::TiledDeltaRule)?;
+        }
+
+        #[test]
+        fn repeat_commutes(seed: u64, rows in 1usize..4, m in 1usize..4, r in 2usize..4, l2: bool) {
+            let mut l = Leaves::new(seed);
+            let x = l.tensor("x", &[rows * m]);
+            let f = if l2 { Sym::L2Norm { eps: Real::new(1e-6), n: m } } else { Sym::Scale(Real::new(0.5)) };
+            let rep = Sym::Concat { rows, lens: vec![m; r] };
+            let xr = l.raw(rep.clone(), &vec![x; r]);
+            let lhs = l.raw(f.clone(), &[xr]);
+            let fx = l.raw(f, &[x]);
+            let rhs = l.raw(rep, &vec![fx; r]);
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            normalises(&mut i, Lemma::RepeatCommutes)?;
+        }
+
+        #[test]
+        fn repeat_heads(seed: u64, hk in 1usize..4, r in 2usize..4, dk in 1usize..4, dv in 1usize..3, out in 0usize..2) {
+            let hv = hk * r;
+            let mut l = Leaves::new(seed);
+            let s = l.state(StateKind::Recurrent, hv * dk * dv);
+            let (q, k) = (l.tensor("q", &[hk * dk]), l.tensor("k", &[hk * dk]));
+            let rest = [l.tensor("v", &[hv * dv]), l.tensor("g", &[hv]), l.tensor("b", &[hv])];
+            let rep = Sym::Concat { rows: hk, lens: vec![dk; r] };
+            let (qr, kr) = (l.raw(rep.clone(), &vec![q; r]), l.raw(rep, &vec![k; r]));
+            let many = l.raw(Sym::DeltaRule { hv, hk: hv, dk, dv, map: HeadMap::Grouped }, &[&[s, qr, kr][..], &rest].concat());
+            let few = l.raw(Sym::DeltaRule { hv, hk, dk, dv, map: HeadMap::Grouped }, &[&[s, q, k][..], &rest].concat());
+            let (lhs, rhs) = (l.raw(Sym::Proj(out), &[many]), l.raw(Sym::Proj(out), &[few]));
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            let top = i.dag.node(many).clone();
+            let before = i.dag.fired.len();
+            prop_assert_eq!(i.dag.mk(top.sym, &top.args), few);
+            prop_assert!(i.dag.fired[before..].iter().any(|(l, _)| *l == Lemma::RepeatHeads));
+        }
+    }
+
     /// Each lemma has its property above: the list is the lemma set.
     #[test]
     fn every_lemma_has_a_property() {
@@ -885,6 +1077,15 @@ mod lemmas {
             Lemma::PartialRotary,
             Lemma::BroadcastCommutes,
             Lemma::OneKeyHead,
+            Lemma::PermuteThroughMatVec,
+            Lemma::PermuteCancels,
+            Lemma::PermuteCommutes,
+            Lemma::PermuteThroughConcat,
+            Lemma::PermuteThroughSlice,
+            Lemma::PermuteThroughConv,
+            Lemma::TiledDeltaRule,
+            Lemma::RepeatCommutes,
+            Lemma::RepeatHeads,
         ];
         assert_eq!(tested.to_vec(), Lemma::ALL.to_vec());
     }

@@ -72,6 +72,8 @@ pub struct Convention {
     pub equations: Vec<Equation>,
     /// Whether the value heads' tiling moves any head for this model ([`tiling_moves`]).
     pub tiling_moves: bool,
+    /// The Gated-DeltaNet heads the tiling moves: key heads, value heads, key and value head dims.
+    pub delta_heads: [usize; 4],
     /// `(alias, tensor)`: the HF tensor `alias` is the tensor `tensor` (`lm_head.weight` of a tied
     /// model is `model.embed_tokens.weight`).
     pub aliases: Vec<(String, String)>,

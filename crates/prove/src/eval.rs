@@ -354,6 +354,13 @@ pub fn apply(sym: &Sym, args: &[Value], env: &Env) -> Result<Value, String> {
         Sym::TopK { .. } | Sym::GroupLimit { .. } => return Err(format!("{} is not evaluated", sym.name())),
         Sym::Advance => Value::Int(args[0].int()? + 1),
         Sym::Rows { start, end } => v(arr(0)?.get(*start..*end).ok_or("rows")?.to_vec()),
+        Sym::Permute { perm, size } => {
+            let data = super::permute::apply(perm, *size, arr(0)?).ok_or("permute")?;
+            match &args[0] {
+                Value::Arr { cols, .. } => Value::Arr { data, cols: *cols },
+                _ => v(data),
+            }
+        }
         &Sym::HeadHalf { d, half } => {
             let x = arr(0)?;
             check(d > 0 && x.len() % (2 * d) == 0, "head_half")?;

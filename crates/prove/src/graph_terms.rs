@@ -37,22 +37,29 @@ pub fn state_leaf(dag: &mut Dag, kind: StateKind, layer: Option<usize>) -> Id {
 /// The terms of `graph`, built into `dag`, or why the graph cannot be read as terms (a tensor used
 /// before it is written, an op whose shape rule fails).
 pub fn graph_terms(dag: &mut Dag, graph: &Graph) -> Result<GraphTerms, String> {
-    graph_terms_with(dag, graph, &mut |dag: &mut Dag, b: &Binding| Ok(dag.leaf(Sym::Weight(b.clone()))))
+    graph_terms_with(
+        dag,
+        graph,
+        &mut |dag: &mut Dag, b: &Binding| Ok(dag.leaf(Sym::Weight(b.clone()))),
+        &mut state_leaf,
+    )
 }
 
-/// [`graph_terms`], each constant's term made by `weight` from its binding (the transformers link
-/// states a GGUF constant as its equation over the HF tensor it is converted from).
+/// [`graph_terms`], each constant's term made by `weight` from its binding and each incoming
+/// state's by `state` (the transformers link states a GGUF constant as its equation over the HF
+/// tensor it is converted from, and a state in its tiled order over transformers' state).
 pub fn graph_terms_with(
     dag: &mut Dag,
     graph: &Graph,
     weight: &mut dyn FnMut(&mut Dag, &Binding) -> Result<Id, String>,
+    state: &mut dyn FnMut(&mut Dag, StateKind, Option<usize>) -> Id,
 ) -> Result<GraphTerms, String> {
     let mut val: Vec<Option<Id>> = vec![None; graph.tensors.len()];
     for (t, def) in graph.defs().iter().enumerate() {
         val[t] = match def {
             Some(Def::Token) => Some(dag.leaf(Sym::Token)),
             Some(Def::Const(i)) => Some(weight(dag, &graph.consts[*i].binding)?),
-            Some(Def::State(i)) => Some(state_leaf(dag, graph.states[*i].kind, graph.states[*i].layer)),
+            Some(Def::State(i)) => Some(state(dag, graph.states[*i].kind, graph.states[*i].layer)),
             _ => None,
         };
     }

@@ -58,11 +58,40 @@ pub enum Lemma {
     /// `delta_rule(hk = hv)(S, broadcast(q), broadcast(k), v, g, β) = delta_rule(hk = 1)(S, q, k, v,
     /// g, β)`: every value head reading the one key head's copy reads the one key head.
     OneKeyHead,
+    /// `permute[p, s](W)·x = permute[p, s/c](W·x)` for `W` of `c` columns and `s` a multiple of
+    /// `c`: permuted rows of a matrix give its product's entries permuted.
+    PermuteThroughMatVec,
+    /// `permute[p](W)·permute[q](x) = W·x` when `p` permutes each row's column blocks as `q`
+    /// permutes `x`'s: the out-projection of tiled heads undoes their order.
+    PermuteCancels,
+    /// `f(permute(x)) = permute(f(x))` for an elementwise `f` (and `f(permute(a), permute(b))` with
+    /// one permutation), and for a row-wise one whose rows the blocks keep whole (`rms_norm`,
+    /// `l2_norm`).
+    PermuteCommutes,
+    /// A concat of parts some of which are permuted is the concat of the parts, permuted.
+    PermuteThroughConcat,
+    /// `slice(s..e, permute(x)) = permute(slice(s..e, x))` when the permutation maps `s..e` onto
+    /// itself.
+    PermuteThroughSlice,
+    /// `conv_shift(permute(S), permute(x))` and `depthwise_conv(permute(X), permute(W))` with one
+    /// channel permutation are the permuted shift and conv: both work per channel.
+    PermuteThroughConv,
+    /// `delta_rule(tiled)(P·S, q, k, P·v, P·g, P·β) = P·delta_rule(grouped)(S, q, k, v, g, β)` for
+    /// `P` the grouped→tiled head permutation: the tiled rule on the tiled heads is the grouped
+    /// rule on the grouped ones.
+    TiledDeltaRule,
+    /// `f(concat(x, …, x)) = concat(f(x), …, f(x))` for an elementwise `f` or a row-wise one over
+    /// rows of one copy (`l2_norm`): transformers normalises the repeated query heads.
+    RepeatCommutes,
+    /// `delta_rule(hk = hv)(S, repeat_r(q), repeat_r(k), …) = delta_rule(hk = hv/r)(S, q, k, …)`
+    /// with `repeat_r` each head repeated `r` times in turn (`repeat_interleave`): the grouped
+    /// head map.
+    RepeatHeads,
 }
 
 impl Lemma {
     /// Every lemma, in the order the docs list them.
-    pub const ALL: [Lemma; 17] = [
+    pub const ALL: [Lemma; 26] = [
         Lemma::RowsOfMatVec,
         Lemma::HeadHalfOfMatVec,
         Lemma::SliceOfConcat,
@@ -80,6 +109,15 @@ impl Lemma {
         Lemma::PartialRotary,
         Lemma::BroadcastCommutes,
         Lemma::OneKeyHead,
+        Lemma::PermuteThroughMatVec,
+        Lemma::PermuteCancels,
+        Lemma::PermuteCommutes,
+        Lemma::PermuteThroughConcat,
+        Lemma::PermuteThroughSlice,
+        Lemma::PermuteThroughConv,
+        Lemma::TiledDeltaRule,
+        Lemma::RepeatCommutes,
+        Lemma::RepeatHeads,
     ];
 
     /// The lemma's name, as proofs print it.
@@ -102,6 +140,15 @@ impl Lemma {
             Lemma::PartialRotary => "partial-rotary",
             Lemma::BroadcastCommutes => "broadcast-commutes",
             Lemma::OneKeyHead => "one-key-head",
+            Lemma::PermuteThroughMatVec => "permute-through-matvec",
+            Lemma::PermuteCancels => "permute-cancels",
+            Lemma::PermuteCommutes => "permute-commutes",
+            Lemma::PermuteThroughConcat => "permute-through-concat",
+            Lemma::PermuteThroughSlice => "permute-through-slice",
+            Lemma::PermuteThroughConv => "permute-through-conv",
+            Lemma::TiledDeltaRule => "tiled-delta-rule",
+            Lemma::RepeatCommutes => "repeat-commutes",
+            Lemma::RepeatHeads => "repeat-heads",
         }
     }
 }

@@ -42,6 +42,7 @@ pub mod eval;
 pub mod graph_terms;
 pub mod layout;
 pub mod lemma;
+pub mod permute;
 pub mod program_terms;
 pub mod rounding;
 pub mod slots;

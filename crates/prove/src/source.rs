@@ -7,24 +7,30 @@
 //! from (`attn_norm = 1 + input_layernorm`, `ssm_a = −exp(A_log)`, the rest the same values); the
 //! authored graph's constants are built as those terms over the HF leaves, so both graphs are terms
 //! over one set of leaves, and the proof is the prover's: the same normal form, output by output.
-//! The states are the same leaves on both sides (the import keeps transformers' layouts, which are
-//! the authored graph's for these models), so equal outputs prove every step by induction.
+//! The states are the same leaves on both sides, and equal outputs prove every step by induction.
+//!
+//! **Tiled value heads.** Where the converter tiles a model's value heads (several key heads, each
+//! shared by several value heads), a GGUF tensor of value heads is a block permutation of the HF
+//! one (`permute.rs`: `permute[P]`, `P` the grouped→tiled order), and so is the authored graph's
+//! conv window (its value channels) and delta state (its heads): the authored graph's constants
+//! and incoming states are those permutations of the HF leaves, and each outgoing state is compared
+//! with transformers' under the same permutation (a layout map, as the engine's are). The lemmas
+//! move the permutation through the matvecs, the concat, the conv, the activations, the norms and
+//! the delta rule (`tiled-delta-rule`), and cancel it at the out-projection's permuted columns.
 //!
 //! **Stated, not proved:** transformers' rotary frequencies are the archive's `inv_freq` buffer,
 //! computed in f32 (`1/θ^(2i/d)`); the authored graph states the real `θ^(−2i/d)`. The link reads
 //! an imported `rope_freqs` as `rope(θ)` of the convention's θ when every frequency is within
 //! [`FREQ_ULPS`] f32 ulps of the real one, and says so in the proof with the largest distance
-//! found; a frequency farther off keeps its `rope_freqs`, and the proof refutes it.
-//!
-//! **Not yet:** a model whose value heads the converter tiles (several key heads, each shared by
-//! several value heads) needs the head permutation as an equation and its lemmas through the
-//! delta rule, the conv and the projections; such a model is inconclusive, by name.
+//! found; a frequency farther off keeps its `rope_freqs`, and the proof refutes it. Scalar
+//! constants are compared at f32 on both sides.
 
 use std::cell::OnceCell;
 
 use formats::convention::{Convention, Rule};
 use ir::{Binding, Graph, OpKind};
 
+use super::permute;
 use super::term::{Dag, Real, Sym};
 use super::{Link, OutputProof, Proof, ProofVerdict, Prover, graph_terms, missing, state_name};
 
@@ -36,15 +42,6 @@ pub const FREQ_ULPS: f64 = 8.0;
 /// Proves that `imported` (transformers' step, its ops labelled by `labels`, one per op) computes
 /// what `authored` computes, through `convention`.
 pub fn prove_source(imported: &Graph, labels: &[String], authored: &Graph, convention: &Convention) -> ProofVerdict {
-    if convention.tiling_moves {
-        return ProofVerdict::Inconclusive {
-            why: format!(
-                "{}: the converter tiles this model's value heads (several key heads, each shared by several value \
-                 heads), and the head permutation is not yet an equation of the prover",
-                Link::SourceAuthored
-            ),
-        };
-    }
     let (imported, mut stated) = rope_by_theta(imported, convention.rope_theta);
     let (mut imported, authored) = (at_f32(&imported), at_f32(authored));
     for c in &mut imported.consts {
@@ -64,7 +61,10 @@ pub fn prove_source(imported: &Graph, labels: &[String], authored: &Graph, conve
         reads: vec![],
     };
     for c in &imported.consts {
-        if let Some(&[rows, _, ..]) = imported.ty(c.tensor).shape() {
+        if let Some(&[rows, cols]) = imported.ty(c.tensor).shape() {
+            prover.dag.rows.insert(c.binding.tensor.clone(), rows);
+            prover.dag.cols.insert(c.binding.tensor.clone(), cols);
+        } else if let Some(&[rows, _, _]) = imported.ty(c.tensor).shape() {
             prover.dag.rows.insert(c.binding.tensor.clone(), rows);
         }
     }
@@ -73,18 +73,42 @@ pub fn prove_source(imported: &Graph, labels: &[String], authored: &Graph, conve
         Ok(t) => t,
         Err(e) => return ProofVerdict::Inconclusive { why: format!("the imported graph: {e}") },
     };
-    let gguf = graph_terms::graph_terms_with(&mut prover.dag, authored, &mut |dag, b| {
-        let eq = convention.of(&b.tensor).ok_or_else(|| format!("{}: no equation of the convention", b.tensor))?;
-        let leaf = dag.leaf(Sym::Weight(Binding { tensor: eq.source.clone(), view: b.view }));
-        Ok(match eq.rule {
-            Rule::Norm => dag.mk(Sym::Offset(Real::new(1.0)), &[leaf]),
-            Rule::Decay => {
-                let e = dag.mk(Sym::Act(ir::Act::Exp), &[leaf]);
-                dag.mk(Sym::Scale(Real::new(-1.0)), &[e])
+    let shapes: std::collections::HashMap<&Binding, Vec<usize>> =
+        authored.consts.iter().map(|c| (&c.binding, authored.ty(c.tensor).shape().unwrap_or(&[]).to_vec())).collect();
+    let tiling = Tiling::of(convention);
+    let gguf = graph_terms::graph_terms_with(
+        &mut prover.dag,
+        authored,
+        &mut |dag, b| {
+            let eq = convention.of(&b.tensor).ok_or_else(|| format!("{}: no equation of the convention", b.tensor))?;
+            let leaf = dag.leaf(Sym::Weight(Binding { tensor: eq.source.clone(), view: b.view }));
+            let value = match eq.rule {
+                Rule::Norm => dag.mk(Sym::Offset(Real::new(1.0)), &[leaf]),
+                Rule::Decay => {
+                    let e = dag.mk(Sym::Act(ir::Act::Exp), &[leaf]);
+                    dag.mk(Sym::Scale(Real::new(-1.0)), &[e])
+                }
+                Rule::Copy | Rule::Conv | Rule::QkvValueRows | Rule::ValueRows | Rule::ValueColumns => leaf,
+            };
+            match &tiling {
+                Some(t) if eq.rule.moves_heads() => {
+                    let shape = shapes.get(b).cloned().unwrap_or_default();
+                    let (perm, size) = t.of_tensor(eq.rule, b.view, &shape).ok_or_else(|| {
+                        format!("{}{}: its value heads' tiling does not fit its shape {shape:?}", b.tensor, b.view)
+                    })?;
+                    Ok(dag.permute(&perm, size, value))
+                }
+                _ => Ok(value),
             }
-            Rule::Copy | Rule::Conv | Rule::QkvValueRows | Rule::ValueRows | Rule::ValueColumns => leaf,
-        })
-    });
+        },
+        &mut |dag, kind, layer| {
+            let leaf = graph_terms::state_leaf(dag, kind, layer);
+            match tiling.as_ref().and_then(|t| t.of_state(kind, authored, layer)) {
+                Some((perm, size)) => dag.permute(&perm, size, leaf),
+                None => leaf,
+            }
+        },
+    );
     let gguf = match gguf {
         Ok(t) => t,
         Err(e) => return ProofVerdict::Inconclusive { why: format!("the authored graph: {e}") },
@@ -128,7 +152,11 @@ pub fn prove_source(imported: &Graph, labels: &[String], authored: &Graph, conve
                 &format!("transformers' state is {}, the authored {}", t.ty, s.ty),
             );
         }
-        if let Some(v) = compare(&mut prover, &name, t.out, s.out) {
+        let want = match tiling.as_ref().and_then(|tl| tl.of_state(s.kind, authored, s.layer)) {
+            Some((perm, size)) => prover.dag.permute(&perm, size, t.out),
+            None => t.out,
+        };
+        if let Some(v) = compare(&mut prover, &name, want, s.out) {
             return v;
         }
     }
@@ -205,4 +233,72 @@ fn rope_by_theta(graph: &Graph, theta: f64) -> (Graph, Vec<String>) {
         )],
     };
     (out, stated)
+}
+
+/// The grouped→tiled value-head permutation of a model whose tiling moves heads: how each GGUF
+/// tensor and each state holds the HF one.
+struct Tiling {
+    key_heads: usize,
+    value_heads: usize,
+    key_dim: usize,
+    value_dim: usize,
+    heads: Vec<u32>,
+}
+
+impl Tiling {
+    fn of(convention: &Convention) -> Option<Tiling> {
+        let [key_heads, value_heads, key_dim, value_dim] = convention.delta_heads;
+        convention.tiling_moves.then(|| Tiling {
+            key_heads,
+            value_heads,
+            key_dim,
+            value_dim,
+            heads: permute::tiled_heads(key_heads, value_heads),
+        })
+    }
+
+    /// The permutation, over single channels, of the q, k and v channels `[2·Hk·dk | Hv·dv]`.
+    fn channels(&self) -> Option<Vec<u32>> {
+        let v = permute::expand(&self.heads, self.value_dim, 1)?;
+        let qk = 2 * self.key_heads * self.key_dim;
+        Some(permute::concat(&[qk, v.len()], &[None, Some(v)]))
+    }
+
+    /// How the GGUF tensor of `rule`, seen through `view` as `shape`, holds its HF tensor: a
+    /// permutation over blocks of a size.
+    fn of_tensor(&self, rule: Rule, view: ir::View, shape: &[usize]) -> Option<(Vec<u32>, usize)> {
+        let hv = self.value_heads;
+        let cols = shape.get(1).copied().unwrap_or(1);
+        match (rule, view) {
+            (Rule::QkvValueRows, ir::View::Rows { start, end }) => {
+                Some((permute::restrict(&self.channels()?, start, end)?, cols))
+            }
+            (Rule::QkvValueRows, ir::View::Whole) => Some((self.channels()?, cols)),
+            (Rule::ValueRows, ir::View::Whole) => {
+                let rows = shape.first().copied()?;
+                rows.is_multiple_of(hv).then(|| permute::expand(&self.heads, rows / hv, 1)).flatten().map(|p| (p, cols))
+            }
+            (Rule::Decay, ir::View::Whole) => Some((self.heads.clone(), 1)),
+            (Rule::Conv, ir::View::Whole) => Some((self.channels()?, cols)),
+            (Rule::ValueColumns, ir::View::Whole) => {
+                let rows = shape.first().copied()?;
+                let blocks = (0..rows).flat_map(|r| self.heads.iter().map(move |&h| (r * hv) as u32 + h)).collect();
+                (cols == hv * self.value_dim).then_some((blocks, self.value_dim))
+            }
+            _ => None,
+        }
+    }
+
+    /// How the authored graph's state of `kind` and `layer` holds transformers' state.
+    fn of_state(&self, kind: ir::StateKind, authored: &Graph, layer: Option<usize>) -> Option<(Vec<u32>, usize)> {
+        match kind {
+            ir::StateKind::Conv => {
+                let s = authored.states.iter().find(|s| s.kind == kind && s.layer == layer)?;
+                let taps = *authored.ty(s.read).shape()?.last()?;
+                Some((self.channels()?, taps))
+            }
+            ir::StateKind::Recurrent => Some((self.heads.clone(), self.key_dim * self.value_dim)),
+            _ => None,
+        }
+    }
 }

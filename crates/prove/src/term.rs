@@ -174,6 +174,12 @@ pub enum Sym {
     },
     /// `pos + 1`.
     Advance,
+    /// Block `i` (of `size` values) of the result is block `perm[i]` of the operand: the tiled
+    /// value-head order of a GGUF tensor, stated over the HF tensor (`permute.rs`, canonical).
+    Permute {
+        perm: std::rc::Rc<[u32]>,
+        size: usize,
+    },
 
     // ---- The engine's vocabulary (the Commands' documented meaning). ----
     /// Rows `start..end` of a vector.
@@ -268,6 +274,7 @@ impl Sym {
             Sym::GroupLimit { .. } => "group_limit",
             Sym::Pick { .. } => "pick",
             Sym::Advance => "advance",
+            Sym::Permute { .. } => "permute",
             Sym::Rows { .. } => "rows",
             Sym::HeadHalf { .. } => "head_half",
             Sym::DropFirstCol { .. } => "drop_first_col",
@@ -324,6 +331,7 @@ impl fmt::Display for Sym {
             Sym::TopK { k, renormalize } => write!(f, "top_k[{k}, renormalize={renormalize}]"),
             Sym::GroupLimit { groups, keep, top } => write!(f, "group_limit[{groups}, {keep}, {top}]"),
             Sym::Pick { index } => write!(f, "pick[{index}]"),
+            Sym::Permute { perm, size } => write!(f, "permute[{} blocks of {size}]", perm.len()),
             Sym::Rows { start, end } => write!(f, "rows[{start}..{end}]"),
             Sym::HeadHalf { d, half } => write!(f, "head_half[d={d}, half={half}]"),
             Sym::DropFirstCol { c, k } => write!(f, "drop_first_col[{c}x{k}]"),
@@ -359,6 +367,8 @@ pub struct Dag {
     /// The row count of each checkpoint matrix whose count the proof knows (`whole-rows`); empty
     /// unless a link sets it.
     pub rows: foldhash::HashMap<String, usize>,
+    /// The column count of each checkpoint matrix the proof knows (a permuted matrix's matvec).
+    pub cols: foldhash::HashMap<String, usize>,
 }
 
 impl Dag {
@@ -404,7 +414,7 @@ impl Dag {
         self.raw(sym, &[])
     }
 
-    fn fire(&mut self, lemma: Lemma, id: Id) -> Id {
+    pub(crate) fn fire(&mut self, lemma: Lemma, id: Id) -> Id {
         self.fired.push((lemma, id));
         id
     }
@@ -412,6 +422,9 @@ impl Dag {
     /// The node of `sym` over `args` in normal form: each lemma whose left side matches is
     /// rewritten to its right side (itself normalised), and recorded.
     pub fn mk(&mut self, sym: Sym, args: &[Id]) -> Id {
+        if let Some(id) = self.permutation_rules(&sym, args) {
+            return id;
+        }
         if let (Sym::Concat { lens, .. }, &[a, b]) = (&sym, args)
             && let Some((rope, x, pos)) = self.partial_rotary(lens, a, b)
         {

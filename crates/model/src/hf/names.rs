@@ -112,6 +112,12 @@ pub fn convention(spec: &crate::spec::ModelSpec) -> Result<Convention, String> {
     Ok(Convention {
         equations,
         tiling_moves: tiling_moves(spec.delta_net.key_heads, spec.delta_net.value_heads),
+        delta_heads: [
+            spec.delta_net.key_heads,
+            spec.delta_net.value_heads,
+            spec.delta_net.key_dim,
+            spec.delta_net.value_dim,
+        ],
         aliases,
         rope_theta: spec.attention.rope_theta,
     })
