@@ -81,25 +81,8 @@ pub fn prove_source(imported: &Graph, labels: &[String], authored: &Graph, conve
         authored,
         &mut |dag, b| {
             let eq = convention.of(&b.tensor).ok_or_else(|| format!("{}: no equation of the convention", b.tensor))?;
-            let leaf = dag.leaf(Sym::Weight(Binding { tensor: eq.source.clone(), view: b.view }));
-            let value = match eq.rule {
-                Rule::Norm => dag.mk(Sym::Offset(Real::new(1.0)), &[leaf]),
-                Rule::Decay => {
-                    let e = dag.mk(Sym::Act(ir::Act::Exp), &[leaf]);
-                    dag.mk(Sym::Scale(Real::new(-1.0)), &[e])
-                }
-                Rule::Copy | Rule::Conv | Rule::QkvValueRows | Rule::ValueRows | Rule::ValueColumns => leaf,
-            };
-            match &tiling {
-                Some(t) if eq.rule.moves_heads() => {
-                    let shape = shapes.get(b).cloned().unwrap_or_default();
-                    let (perm, size) = t.of_tensor(eq.rule, b.view, &shape).ok_or_else(|| {
-                        format!("{}{}: its value heads' tiling does not fit its shape {shape:?}", b.tensor, b.view)
-                    })?;
-                    Ok(dag.permute(&perm, size, value))
-                }
-                _ => Ok(value),
-            }
+            let shape = shapes.get(b).cloned().unwrap_or_default();
+            equation_term(dag, eq, b.view, &shape, tiling.as_ref())
         },
         &mut |dag, kind, layer| {
             let leaf = graph_terms::state_leaf(dag, kind, layer);
@@ -179,6 +162,37 @@ pub fn prove_source(imported: &Graph, labels: &[String], authored: &Graph, conve
     })
 }
 
+/// The term of the GGUF constant `eq.gguf` seen through `view` (of `shape`): the equation's rule
+/// over the HF leaf `eq.source` seen through the same view, its value heads permuted when `tiling`
+/// moves them. The loader's reading of the same rule is `model::hf::transform::apply`; a test holds
+/// the two to each other on random values.
+pub fn equation_term(
+    dag: &mut Dag,
+    eq: &formats::convention::Equation,
+    view: ir::View,
+    shape: &[usize],
+    tiling: Option<&Tiling>,
+) -> Result<super::term::Id, String> {
+    let leaf = dag.leaf(Sym::Weight(Binding { tensor: eq.source.clone(), view }));
+    let value = match eq.rule {
+        Rule::Norm => dag.mk(Sym::Offset(Real::new(1.0)), &[leaf]),
+        Rule::Decay => {
+            let e = dag.mk(Sym::Act(ir::Act::Exp), &[leaf]);
+            dag.mk(Sym::Scale(Real::new(-1.0)), &[e])
+        }
+        Rule::Copy | Rule::Conv | Rule::QkvValueRows | Rule::ValueRows | Rule::ValueColumns => leaf,
+    };
+    match tiling {
+        Some(t) if eq.rule.moves_heads() => {
+            let (perm, size) = t.of_tensor(eq.rule, view, shape).ok_or_else(|| {
+                format!("{}{view}: its value heads' tiling does not fit its shape {shape:?}", eq.gguf)
+            })?;
+            Ok(dag.permute(&perm, size, value))
+        }
+        _ => Ok(value),
+    }
+}
+
 /// `graph` with every scalar attribute rounded to f32 (the frequencies of a `rope_freqs` and a
 /// rotary base excepted: [`rope_by_theta`] reads those).
 fn at_f32(graph: &Graph) -> Graph {
@@ -237,7 +251,7 @@ fn rope_by_theta(graph: &Graph, theta: f64) -> (Graph, Vec<String>) {
 
 /// The grouped→tiled value-head permutation of a model whose tiling moves heads: how each GGUF
 /// tensor and each state holds the HF one.
-struct Tiling {
+pub struct Tiling {
     key_heads: usize,
     value_heads: usize,
     key_dim: usize,
@@ -246,7 +260,8 @@ struct Tiling {
 }
 
 impl Tiling {
-    fn of(convention: &Convention) -> Option<Tiling> {
+    /// The tiling of `convention`'s model, when it moves any head.
+    pub fn of(convention: &Convention) -> Option<Tiling> {
         let [key_heads, value_heads, key_dim, value_dim] = convention.delta_heads;
         convention.tiling_moves.then(|| Tiling {
             key_heads,
