@@ -197,3 +197,44 @@ fn a_changed_equation_of_the_convention_is_refuted() {
     let text = refutation(Ok(v), "a planted equation");
     assert!(text.contains("transformers: node add_4"), "{text}");
 }
+
+#[test]
+fn a_causal_mask_off_by_one_is_not_imported_and_the_mask_is_named() {
+    // `add_2 = add(arange(past + 1), 0)` are the keys' positions; `+ 1` hides the newest key.
+    let v = edited(|nodes| arg(node(nodes, "add_2"), "other")["arg"] = serde_json::json!({ "as_int": 1 }));
+    let Err(why) = v else { panic!("imported: {v:?}") };
+    assert!(why.contains("node matmul_1 (torch.ops.aten.matmul.default, traced at"), "{why}");
+    assert!(why.contains("not the causal mask of a one-token step"), "{why}");
+    assert!(why.contains("where.ScalarOther"), "{why}");
+}
+
+// ---- The command line: `prove --against` and `check --against`. ----
+
+fn stepcheck(args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stepcheck"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("stepcheck runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn prove_and_check_against_transformers_graph_report_the_link() {
+    let folder = "reference/fixtures/exported/int2-two-layers";
+    let graph = format!("{folder}/step.pt2");
+    let (code, out) = stepcheck(&["prove", folder, "--against", &graph, "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
+    assert_eq!((&v["verdict"], &v["transformers"]["verdict"]), (&"proved".into(), &"proved".into()), "{out}");
+    let (code, out) = stepcheck(&["check", folder, "--against", &graph]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.lines().next().is_some_and(|h| h.contains("transformers")), "{out}");
+    assert!(out.lines().nth(1).is_some_and(|r| r.contains("proved        proved")), "{out}");
+    // Another model's graph is not this model's step.
+    let other = "reference/fixtures/exported/attn-first-tied-gqa3/step.pt2";
+    let (code, out) = stepcheck(&["check", folder, "--against", other]);
+    assert_eq!(code, 1, "{out}");
+    let (code, _) = stepcheck(&["check", "--against", &graph]);
+    assert_eq!(code, 2, "--against needs exactly one model");
+}

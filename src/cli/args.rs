@@ -164,6 +164,11 @@ pub struct CheckArgs {
     /// interpreters; a row per model, each schedule's line under it. N is 1 to 64.
     #[arg(long, value_name = "N", value_parser = parse_batch)]
     pub batch: Option<usize>,
+    /// Also prove transformers' own step (the `.pt2` `torch.export.save` wrote, or its
+    /// `model.json` with a `buffers.json` beside it) equal to the one model's authored graph: a
+    /// `transformers` column, and a verdict other than `proved` fails the check.
+    #[arg(long, value_name = "GRAPH", conflicts_with = "batch")]
+    pub against: Option<PathBuf>,
 }
 
 /// Which model: a Hugging Face folder or a `.gguf` file, or a preset with seeded random weights.

@@ -15,11 +15,15 @@
 //! leaves the status to the models judged, since a preset too large for the machine is no answer
 //! about the engine, and a status that is never 0 on a machine below 34 GiB would answer nothing.
 //! When no model is judged at all, the status is 2.
+//!
+//! With `--against GRAPH` (one model), transformers' own exported step is proved against the
+//! model's authored graph too: a `transformers` column, and anything but `proved` fails the row.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use super::CliError;
+use super::against::against;
 use super::args::CheckArgs;
 use super::plural::plural;
 use super::progress::Progress;
@@ -28,7 +32,7 @@ use crate::check::{Verdict, compare_reporting};
 use crate::engine::{lower::lower_graph, shim::EngineShim};
 use crate::limits::{Budget, Need};
 use crate::model::{author::decode_step, presets};
-use crate::prove::{ProofVerdict, prove};
+use crate::prove::prove;
 use crate::source::ModelSource;
 
 /// A model the command line names that cannot be read as one: its path, the error's name and its
@@ -85,6 +89,9 @@ pub(super) fn rows(
 }
 
 pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
+    if a.against.is_some() && a.models.len() + a.preset.len() != 1 {
+        return Err("--against checks one model against transformers' graph: name exactly one model or preset".into());
+    }
     let budget = Budget::new(a.max_gib);
     let table = rows(&a, "", |source, explicit, p| check_one(&a, source, budget.as_ref(), explicit, p))?;
     table.finish(Addendum::default())
@@ -128,6 +135,16 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
         Ok(g) => g,
         Err(e) => return Row::error("Author", e.to_string()),
     };
+    let link = match &a.against {
+        Some(path) => {
+            p.show(&format!("{label}: proving transformers' step"));
+            match against(path, &spec, &authored) {
+                Ok(l) => Some(l),
+                Err(e) => return Row::error("Against", e.to_string()),
+            }
+        }
+        None => None,
+    };
     let graph = EngineShim::default().prepare(&authored);
     let program = match lower_graph(&graph, a.numerics) {
         Ok(p) => p,
@@ -138,14 +155,28 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
     let proof = prove(&authored, &graph, &program);
     let (proof_word, proof_exit) = (Some(proof.word()), u8::from(!proof.is_proved()));
     let row = compared(a, label, &graph, &program, &ckpt, &spec, commands, p);
+    let mut details = vec![row.detail.clone()];
+    if !proof.is_proved() {
+        details.push(proof.to_string());
+    }
+    let (transformers, link_exit) = match link.map(|l| l.outcome) {
+        Some(Ok(v)) if v.is_proved() => (Some("proved"), 0),
+        Some(Ok(v)) => {
+            details.push(format!("transformers ≡ authored: {v}"));
+            (Some(v.word()), 1)
+        }
+        Some(Err(why)) => {
+            details.push(format!("transformers' step not imported: {why}"));
+            (Some("not imported"), 1)
+        }
+        None => (None, 0),
+    };
+    details.retain(|d| !d.is_empty());
     Row {
         proof: proof_word,
-        exit: row.exit.max(proof_exit),
-        detail: match &proof {
-            ProofVerdict::Proved(_) => row.detail,
-            unproved if row.detail.is_empty() => unproved.to_string(),
-            unproved => format!("{}\n{unproved}", row.detail),
-        },
+        transformers,
+        exit: row.exit.max(proof_exit).max(link_exit),
+        detail: details.join("\n"),
         ..row
     }
 }

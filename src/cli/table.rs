@@ -32,6 +32,10 @@ pub(super) struct Row {
     /// The proof of the program, once lowered: `proved`, `refuted` or `inconclusive`. A row whose
     /// proof is not `proved` asks for exit status 1.
     pub proof: Option<&'static str>,
+    /// With `--against`: transformers' step against the authored graph, `proved`, `refuted`,
+    /// `inconclusive` or `not imported`; not `proved` asks for exit status 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transformers: Option<&'static str>,
     /// For `agree`: the largest error of the engine's exact run against the reference, relative
     /// to its tensor's scale.
     pub structure: Option<f64>,
@@ -71,6 +75,15 @@ impl Row {
 /// The table's columns after the model's: a header, its width, and the cell of a row.
 type Column = (&'static str, usize, fn(&Row) -> String);
 
+/// The header of the column `--against` adds; the table shows it only then.
+const TRANSFORMERS: &str = "transformers";
+
+/// What the `transformers` column means, added to the legend with `--against`.
+const LEGEND_AGAINST: &str = "
+transformers: transformers' own exported step proved to compute what the authored step computes
+  (`proved`), `refuted`, `inconclusive`, or `not imported` (a node the importer cannot follow);
+  `stepcheck prove --against` prints it in full. Anything but `proved` fails the check (exit 1).";
+
 const COLUMNS: &[Column] = &[
     ("verdict", 22, |r| match &r.refusal {
         Some(name) => format!("{} {name}", r.verdict),
@@ -78,6 +91,7 @@ const COLUMNS: &[Column] = &[
     }),
     ("commands", 8, |r| r.commands.map_or("-".into(), |c| c.to_string())),
     ("proof", 12, |r| r.proof.unwrap_or("-").to_string()),
+    (TRANSFORMERS, 12, |r| r.transformers.unwrap_or("-").to_string()),
     ("structure", 9, |r| r.structure.map_or("-".into(), |x| format!("{x:.2e}"))),
     ("max rel", 9, |r| r.max_rel.map_or("-".into(), |x| format!("{x:.2e}"))),
     ("bound", 9, |r| r.widest.map_or("-".into(), |x| format!("{x:.2e}"))),
@@ -121,6 +135,8 @@ pub(super) struct Table {
     legend: Option<String>,
     /// Whether the user named the models (a skipped one is then a failure to check it).
     explicit: bool,
+    /// The columns shown: every one, the `transformers` column only with `--against`.
+    columns: Vec<Column>,
     rows: Vec<Row>,
 }
 
@@ -130,16 +146,19 @@ impl Table {
     pub fn start(a: &CheckArgs, models: &[String], explicit: bool, legend_more: &str) -> Result<Table, CliError> {
         let names = short_names(models);
         let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(5).max(5);
-        let legend =
-            (!a.json && (a.legend || std::io::stdout().is_terminal())).then(|| format!("{LEGEND}{legend_more}"));
+        let against = if a.against.is_some() { LEGEND_AGAINST } else { "" };
+        let legend = (!a.json && (a.legend || std::io::stdout().is_terminal()))
+            .then(|| format!("{LEGEND}{against}{legend_more}"));
+        let columns: Vec<Column> =
+            COLUMNS.iter().copied().filter(|(name, ..)| *name != TRANSFORMERS || a.against.is_some()).collect();
         if !a.json {
             let mut header = format!("{:<width$}", "model");
-            for (name, w, _) in COLUMNS {
+            for (name, w, _) in &columns {
                 header += &format!("  {name:<w$}");
             }
             outln!("{}", header.trim_end());
         }
-        Ok(Table { names, width, json: a.json, legend, explicit, rows: vec![] })
+        Ok(Table { names, width, json: a.json, legend, explicit, columns, rows: vec![] })
     }
 
     /// Prints `row`, then its detail under it, line by line.
@@ -148,7 +167,7 @@ impl Table {
             let w = self.width;
             let name = self.names.get(self.rows.len()).unwrap_or(&row.model);
             let mut line = format!("{name:<w$}");
-            for (_, width, cell) in COLUMNS {
+            for (_, width, cell) in &self.columns {
                 line += &format!("  {:<width$}", cell(&row));
             }
             outln!("{}", line.trim_end());

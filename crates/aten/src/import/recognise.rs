@@ -387,7 +387,9 @@ impl Importer<'_> {
 }
 
 fn attention(im: &mut Importer<'_>, n: &Node) -> Result<Option<Vec<Val>>, String> {
-    let found = || -> Option<(String, f64, TensorId, TensorId, usize)> {
+    // The parts, and the mask when the scores add one that is not the causal mask of a one-token
+    // step: everything else matched, so that is named rather than left unread.
+    let found = || -> Option<(String, f64, TensorId, TensorId, Option<String>)> {
         let (p, vr) = (tensor_arg(n, "self")?, tensor_arg(n, "other")?);
         let (vc, rv) = im.repeated_cache(&vr)?;
         let sm = im.is(&p, "softmax.int")?;
@@ -395,9 +397,15 @@ fn attention(im: &mut Importer<'_>, n: &Node) -> Result<Option<Vec<Val>>, String
             return None;
         }
         let scores = tensor_arg(sm, "self")?;
-        let scaled = match im.is(&scores, "add.Tensor") {
-            Some(add) => orders(add)?.into_iter().find(|(_, m)| im.mask_hides_nothing(m))?.0,
-            None => scores,
+        let (scaled, bad_mask) = match im.is(&scores, "add.Tensor") {
+            Some(add) => match orders(add)?.into_iter().find(|(_, m)| im.mask_hides_nothing(m)) {
+                Some((s, _)) => (s, None),
+                None => {
+                    let (s, m) = orders(add)?.into_iter().find(|(s, _)| im.is(s, MUL).is_some())?;
+                    (s, Some(m))
+                }
+            },
+            None => (scores, None),
         };
         let mul = im.is(&scaled, MUL)?;
         let scale = float_arg(mul, "other")?;
@@ -409,9 +417,18 @@ fn attention(im: &mut Importer<'_>, n: &Node) -> Result<Option<Vec<Val>>, String
             return None;
         }
         let (kc, rk) = im.repeated_cache(&tensor_arg(tr, "self")?)?;
-        (rk == rv).then_some((q, scale, kc, vc, rk))
+        (rk == rv).then_some((q, scale, kc, vc, bad_mask))
     };
-    let Some((q, scale, kc, vc, _)) = found() else { return Ok(None) };
+    let Some((q, scale, kc, vc, bad_mask)) = found() else { return Ok(None) };
+    if let Some(m) = bad_mask {
+        let at = im
+            .def(&im.through(&m))
+            .map_or(m.clone(), |d| format!("{m} (node {}, {}, traced at {})", d.name, d.target, d.source));
+        return Err(format!(
+            "the attention's scores add {at}, which is not the causal mask of a one-token step (0 at each of the \
+             `past + 1` cached positions): no row reads this attention"
+        ));
+    }
     let (Some(qs), Some(out)) = (im.sizes(&q), im.sizes(out(n))) else { return Ok(None) };
     let [1, heads, 1, d] = qs[..] else { return Ok(None) };
     let qt = im.materialise(&im.elems(&q)?, &[heads, d])?;
