@@ -478,6 +478,50 @@ def export_big() -> None:
     print(f"  {BIG}: 24 layers, fake weights, model.json {len(raw)} bytes, {time.time() - t0:.1f} s")
 
 
+# A config the engine refuses, exported through the same path: Qwen3.5-MoE (experts) at a tiny size. Only its
+# model.json and config.json are kept (the importer refuses it at its router's first node; no weights are read).
+REFUSED = "refused-qwen35-moe"
+REFUSED_CONFIG = dict(
+    vocab_size=67, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+    linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=4, linear_value_head_dim=8,
+    linear_conv_kernel_dim=4, layer_types=["linear_attention", "full_attention"], num_experts=4,
+    num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=16,
+    rope_parameters=rope(1e7, 1.0), rms_norm_eps=1e-6,
+)
+
+
+def export_refused() -> None:
+    from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+
+    d = OUT / REFUSED
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    cfg = Qwen3_5MoeTextConfig(**REFUSED_CONFIG)
+    torch.manual_seed(0)
+    model = mf.set_eager(Qwen3_5MoeForCausalLM(cfg)).eval()
+    step = DecodeStep(model).eval()
+    state = []
+    for kind in cfg.layer_types:
+        if kind == "linear_attention":
+            C = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim \
+                + cfg.linear_num_value_heads * cfg.linear_value_head_dim
+            state += [torch.zeros(1, C, cfg.linear_conv_kernel_dim),
+                      torch.zeros(1, cfg.linear_num_value_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim)]
+        else:
+            kv = (1, cfg.num_key_value_heads, EXAMPLE_PAST, cfg.head_dim)
+            state += [torch.zeros(kv), torch.zeros(kv)]
+    example = (torch.zeros(1, 1, dtype=torch.long), torch.full((1, 1), EXAMPLE_PAST, dtype=torch.long), *state)
+    ep = strip_weights(export(step, example))
+    buf = io.BytesIO()
+    torch.export.save(ep, buf)
+    with zipfile.ZipFile(buf) as z:
+        (name,) = [n for n in z.namelist() if n.endswith("/models/model.json")]
+        (d / "model.json").write_bytes(z.read(name))
+    model.config.save_pretrained(d)
+    print(f"  {REFUSED}: experts, model.json and config.json only")
+
+
 def check_fake_path() -> None:
     """The 0.8B graph is exported with fake weights; the same path on a tiny config must write the very model.json
     that the real-weight export wrote (so the big graph is the one a real checkpoint would give)."""
@@ -536,16 +580,18 @@ def main(argv: list[str]) -> int:
         OUT, STRICT, argv = Path(argv[1]).resolve(), True, argv[2:]
         if OUT == (HERE / "fixtures" / "exported").resolve():
             raise SystemExit("--strict writes elsewhere: the committed fixtures are the non-strict export")
-    names = argv or [*CONFIGS, BIG]
+    names = argv or [*CONFIGS, BIG, REFUSED]
     for n in names:
-        if n != BIG and n not in CONFIGS:
-            raise SystemExit(f"unknown config {n}; known: {', '.join([*CONFIGS, BIG])}")
+        if n not in (BIG, REFUSED) and n not in CONFIGS:
+            raise SystemExit(f"unknown config {n}; known: {', '.join([*CONFIGS, BIG, REFUSED])}")
     OUT.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     for n in names:
         print(f"exporting {n}")
         if n == BIG:
             export_big()
+        elif n == REFUSED:
+            export_refused()
         else:
             export_tiny(n, CONFIGS[n])
     if "gva4-int4-tied-1e7" in names and BIG in names and not STRICT:  # strict metadata holds id()s: no byte compare

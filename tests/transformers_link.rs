@@ -238,3 +238,22 @@ fn prove_and_check_against_transformers_graph_report_the_link() {
     let (code, _) = stepcheck(&["check", "--against", &graph]);
     assert_eq!(code, 2, "--against needs exactly one model");
 }
+
+#[test]
+fn a_config_the_engine_refuses_is_refused_by_name_through_the_same_path() {
+    // Qwen3.5-MoE (experts), exported as the dense models are: the importer stops at the router's
+    // first operator it has no row for, naming the node and its source line; the engine's verdict
+    // on the same config refuses its experts by name.
+    let folder = exported().join("refused-qwen35-moe");
+    let program = read_program(&folder.join("model.json")).expect("the program reads");
+    let why = match import(&program, &Default::default(), "refused-qwen35-moe") {
+        Ok(_) => panic!("an MoE step imported"),
+        Err(e) => e.to_string(),
+    };
+    assert!(why.contains("torch.ops.aten.topk.default, which the importer has no row for"), "{why}");
+    assert!(why.contains("traced at") && why.contains("modeling_qwen3_5_moe.py"), "{why}");
+    let config = folder.join("config.json");
+    let (code, out) = stepcheck(&["verdict", config.to_str().expect("a path")]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("Experts"), "{out}");
+}
