@@ -257,3 +257,24 @@ fn a_config_the_engine_refuses_is_refused_by_name_through_the_same_path() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("Experts"), "{out}");
 }
+
+#[test]
+fn the_gated_norms_gate_applied_before_the_norm_is_refuted_at_the_norm() {
+    // Layer 1's gated norm: `to_26 = to(o)` is normed and weighted (`mul_31`), then gated by
+    // `silu_2 = silu(to(z))` (`mul_32`). Edited: `mul_32 = o · silu_2` first, normed, weighted.
+    let v = edited(|nodes| {
+        let at = |nodes: &[serde_json::Value], name: &str| {
+            nodes.iter().position(|n| n["outputs"][0]["as_tensor"]["name"] == name).expect(name)
+        };
+        for name in ["to_28", "silu_2", "mul_32"] {
+            let n = nodes.remove(at(nodes, name));
+            nodes.insert(at(nodes, "to_26"), n);
+        }
+        arg(node(nodes, "mul_32"), "self")["arg"]["as_tensor"]["name"] = "reshape_8".into();
+        arg(node(nodes, "to_26"), "self")["arg"]["as_tensor"]["name"] = "mul_32".into();
+        arg(node(nodes, "to_29"), "self")["arg"]["as_tensor"]["name"] = "mul_31".into();
+    });
+    let text = refutation(v, "gate before the norm");
+    assert!(text.contains("transformers: node mul_31 (torch.ops.aten.mul.Tensor, traced at"), "{text}");
+    assert!(text.contains("witness"), "{text}");
+}
