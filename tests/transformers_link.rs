@@ -6,6 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use stepcheck::aten::import::{Imported, import};
 use stepcheck::aten::{Exported, read_buffers, read_program, read_step};
 use stepcheck::ir::Graph;
@@ -277,4 +280,33 @@ fn the_gated_norms_gate_applied_before_the_norm_is_refuted_at_the_norm() {
     let text = refutation(v, "gate before the norm");
     assert!(text.contains("transformers: node mul_31 (torch.ops.aten.mul.Tensor, traced at"), "{text}");
     assert!(text.contains("witness"), "{text}");
+}
+
+#[test]
+fn a_graph_that_cannot_be_read_is_an_error_and_one_that_cannot_be_followed_fails_the_link() {
+    let folder = "reference/fixtures/exported/attn-first-tied-gqa3";
+    let dir = scratch::scratch("transformers-link-inputs");
+    // Not there, or not a program: the input cannot be read (exit 2).
+    let missing = dir.join("missing.pt2");
+    let (code, _) = stepcheck(&["prove", folder, "--against", missing.to_str().expect("a path")]);
+    assert_eq!(code, 2);
+    let garbage = dir.join("garbage.json");
+    std::fs::write(&garbage, b"{\"graph_module\": 7}").expect("write");
+    let (code, _) = stepcheck(&["prove", folder, "--against", garbage.to_str().expect("a path")]);
+    assert_eq!(code, 2);
+    // A program the importer cannot follow fails the link by name (exit 1): rotate_half's sign
+    // flipped, written with its buffers beside it.
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(exported().join("attn-first-tied-gqa3/model.json")).expect("read"))
+            .expect("JSON");
+    let nodes = json["graph_module"]["graph"]["nodes"].as_array_mut().expect("nodes");
+    arg(node(nodes, "cat_2"), "tensors")["arg"]["as_tensors"].as_array_mut().expect("tensors").swap(0, 1);
+    let graph = dir.join("model.json");
+    std::fs::write(&graph, serde_json::to_vec(&json).expect("JSON")).expect("write");
+    let buffers = read_buffers(&exported().join("attn-first-tied-gqa3/step.pt2")).expect("buffers");
+    std::fs::write(dir.join("buffers.json"), serde_json::to_vec(&buffers).expect("JSON")).expect("write");
+    let (code, out) = stepcheck(&["prove", folder, "--against", graph.to_str().expect("a path")]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("not imported: node matmul_1"), "{out}");
+    assert!(out.contains("node mul_9 (torch.ops.aten.mul.Tensor, traced at"), "{out}");
 }

@@ -184,7 +184,10 @@ fn binary(
                 return symbolic(&[x, y], sizes);
             }
             let shape = squeezed(sizes);
-            let (Ok(xt), Ok(yt)) = (im.materialise(&x, &shape), im.materialise(&y, &shape)) else { return Ok(None) };
+            let (xt, yt) = match (im.materialise(&x, &shape), im.materialise(&y, &shape)) {
+                (Ok(xt), Ok(yt)) => (xt, yt),
+                (Err(why), _) | (_, Err(why)) => return Ok(im.unread_because(why)),
+            };
             let out = match short {
                 "mul.Tensor" => im.emit(OpKind::Mul, &[xt, yt])?,
                 "add.Tensor" => im.emit(OpKind::Add, &[xt, yt])?,
@@ -215,7 +218,10 @@ fn on_values(
     sizes: &[usize],
 ) -> Result<Option<Vec<Val>>, String> {
     let shape = squeezed(sizes);
-    let Ok(xt) = im.materialise(&x[0], &shape) else { return Ok(None) };
+    let xt = match im.materialise(&x[0], &shape) {
+        Ok(t) => t,
+        Err(why) => return Ok(im.unread_because(why)),
+    };
     let y = im.emit(kind, &[xt])?;
     Ok(Some(vec![ir_val(y, sizes.to_vec())]))
 }

@@ -113,6 +113,8 @@ pub struct Importer<'a> {
     pos: TensorId,
     /// The node being read.
     at: usize,
+    /// Why a node was left unread, where more can be said than that no rule reads it.
+    why: HashMap<usize, String>,
 }
 
 /// Translates `ex` into the IR as a graph named `name`; `buffers` are the archive's constant
@@ -133,6 +135,7 @@ pub fn import(ex: &Exported, buffers: &BTreeMap<String, Vec<f64>>, name: &str) -
         kinds: HashMap::new(),
         pos,
         at: 0,
+        why: HashMap::new(),
     };
     for (i, n) in ex.nodes.iter().enumerate() {
         for t in n.output_tensors() {
@@ -525,7 +528,14 @@ impl<'a> Importer<'a> {
 
     fn cause(&self, i: usize) -> String {
         let n = &self.ex.nodes[i];
-        format!("node {} ({}, traced at {}) is read by no row here", n.name, n.target, n.source)
+        let because = self.why.get(&i).map_or(String::new(), |w| format!(": {w}"));
+        format!("node {} ({}, traced at {}) is read by no row here{because}", n.name, n.target, n.source)
+    }
+
+    /// Leaves the node being read unread, keeping why its operands could not be materialised.
+    pub(super) fn unread_because(&mut self, why: String) -> Option<Vec<Val>> {
+        self.why.insert(self.at, why);
+        None
     }
 
     fn unread(&self, arg: &str, n: &Node) -> String {
@@ -540,11 +550,12 @@ impl<'a> Importer<'a> {
 
     fn lazy_error(&self, name: &str, cause: usize) -> ImportError {
         let n = &self.ex.nodes[cause];
+        let because = self.why.get(&cause).map_or(String::new(), |w| format!(": {w}"));
         ImportError::Node {
             node: n.name.clone(),
             target: n.target.clone(),
             traced: n.source.clone(),
-            why: format!("output {name} depends on it, and no row of the importer reads it here"),
+            why: format!("output {name} depends on it, and no row of the importer reads it here{because}"),
         }
     }
 }
