@@ -425,6 +425,23 @@ def export_tiny(name: str, spec: dict) -> dict:
     return {"seconds": secs}
 
 
+def example_inputs(cfg) -> tuple:
+    """A decode step's example inputs for `cfg`: a token, the position EXAMPLE_PAST, and zero states (per layer a conv
+    window and a delta state, or keys and values of EXAMPLE_PAST positions)."""
+    state = []
+    for kind in cfg.layer_types:
+        if kind == "linear_attention":
+            C = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim \
+                + cfg.linear_num_value_heads * cfg.linear_value_head_dim
+            state += [torch.zeros(1, C, cfg.linear_conv_kernel_dim),
+                      torch.zeros(1, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
+                                  cfg.linear_value_head_dim)]
+        else:
+            kv = (1, cfg.num_key_value_heads, EXAMPLE_PAST, cfg.head_dim)
+            state += [torch.zeros(kv), torch.zeros(kv)]
+    return (torch.zeros(1, 1, dtype=torch.long), torch.full((1, 1), EXAMPLE_PAST, dtype=torch.long), *state)
+
+
 def fake_export(cfg_kwargs: dict):
     """Export a model whose weights never exist: built and traced under FakeTensorMode."""
     cfg = Qwen3_5TextConfig(**cfg_kwargs)
@@ -432,18 +449,7 @@ def fake_export(cfg_kwargs: dict):
         torch.manual_seed(0)
         model = mf.set_eager(Qwen3_5ForCausalLM(cfg)).eval()
         step = DecodeStep(model).eval()
-        state = []
-        for kind in cfg.layer_types:
-            if kind == "linear_attention":
-                C = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim \
-                    + cfg.linear_num_value_heads * cfg.linear_value_head_dim
-                state += [torch.zeros(1, C, cfg.linear_conv_kernel_dim),
-                          torch.zeros(1, cfg.linear_num_value_heads, cfg.linear_key_head_dim,
-                                      cfg.linear_value_head_dim)]
-            else:
-                kv = (1, cfg.num_key_value_heads, EXAMPLE_PAST, cfg.head_dim)
-                state += [torch.zeros(kv), torch.zeros(kv)]
-        example = (torch.zeros(1, 1, dtype=torch.long), torch.full((1, 1), EXAMPLE_PAST, dtype=torch.long), *state)
+        example = example_inputs(cfg)
     ep = export(step, example)
     assert all(isinstance(v, torch._subclasses.FakeTensor) for v in ep.state_dict.values())
     return ep
@@ -501,17 +507,7 @@ def export_refused() -> None:
     torch.manual_seed(0)
     model = mf.set_eager(Qwen3_5MoeForCausalLM(cfg)).eval()
     step = DecodeStep(model).eval()
-    state = []
-    for kind in cfg.layer_types:
-        if kind == "linear_attention":
-            C = 2 * cfg.linear_num_key_heads * cfg.linear_key_head_dim \
-                + cfg.linear_num_value_heads * cfg.linear_value_head_dim
-            state += [torch.zeros(1, C, cfg.linear_conv_kernel_dim),
-                      torch.zeros(1, cfg.linear_num_value_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim)]
-        else:
-            kv = (1, cfg.num_key_value_heads, EXAMPLE_PAST, cfg.head_dim)
-            state += [torch.zeros(kv), torch.zeros(kv)]
-    example = (torch.zeros(1, 1, dtype=torch.long), torch.full((1, 1), EXAMPLE_PAST, dtype=torch.long), *state)
+    example = example_inputs(cfg)
     ep = strip_weights(export(step, example))
     buf = io.BytesIO()
     torch.export.save(ep, buf)
