@@ -209,8 +209,8 @@ impl<'a> Importer<'a> {
             }
         }
         let mut reads = vec![];
-        for (i, pair) in states.chunks(2).enumerate() {
-            let [a, b] = pair else { unreachable!("chunks of two") };
+        let pairs = states.iter().step_by(2).zip(states.iter().skip(1).step_by(2));
+        for (i, (a, b)) in pairs.enumerate() {
             let meta = |n: &str| self.ex.tensors.get(n).map(|m| m.sizes.clone()).unwrap_or_default();
             let (ma, mb) = (meta(a), meta(b));
             let known =

@@ -530,9 +530,8 @@ fn delta_parts(im: &Importer<'_>, n: &Node) -> Option<DeltaParts> {
                 return None;
             }
             let rp = im.is(&tensor_arg(recall, "self")?, MUL)?;
-            let (s, kc) = orders(rp)?.into_iter().find(|(s, _)| im.same(s, &decayed))?;
+            let (_, kc) = orders(rp)?.into_iter().find(|(s, _)| im.same(s, &decayed))?;
             (column(&kc)? == k).then_some(())?;
-            let _ = s;
             Some(DeltaParts { state, q: q.clone(), k, v, g, beta, updated: updated.clone() })
         })() else {
             continue;
