@@ -864,29 +864,21 @@ mod lemmas {
         }
     }
 
-    /// A permutation of `0..n` drawn from `seed` (Fisher–Yates).
-    fn shuffled(seed: u64, n: usize) -> Vec<u32> {
-        let mut p: Vec<u32> = (0..n as u32).collect();
-        let mut state = seed | 1;
-        for i in (1..n).rev() {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            p.swap(i, (state % (i as u64 + 1)) as usize);
-        }
-        p
+    /// A permutation of `0..n` for `n` in `sizes`, as proptest shuffles (and shrinks) it.
+    fn permutation(sizes: std::ops::Range<usize>) -> impl Strategy<Value = Vec<u32>> {
+        sizes.prop_flat_map(|n| Just((0..n as u32).collect::<Vec<_>>()).prop_shuffle())
     }
 
     proptest! {
         #![proptest_config(config())]
 
         #[test]
-        fn permute_through_matvec(seed: u64, nb in 2usize..5, k in 1usize..3, c in 1usize..4) {
+        fn permute_through_matvec(seed: u64, p in permutation(2..5), k in 1usize..3, c in 1usize..4) {
+            let nb = p.len();
             let mut l = Leaves::new(seed);
             let w = l.tensor("w", &[nb * k, c]);
             let x = l.tensor("x", &[c]);
             l.dag.cols.insert("w".into(), c);
-            let p = shuffled(seed, nb);
             let pw = l.dag.permute(&p, k * c, w);
             let lhs = l.raw(Sym::MatVec, &[pw, x]);
             let m = l.raw(Sym::MatVec, &[w, x]);
@@ -898,12 +890,12 @@ mod lemmas {
         }
 
         #[test]
-        fn permute_cancels(seed: u64, rows in 1usize..4, hv in 2usize..5, dv in 1usize..3) {
+        fn permute_cancels(seed: u64, rows in 1usize..4, q in permutation(2..5), dv in 1usize..3) {
+            let hv = q.len();
             let mut l = Leaves::new(seed);
             let w = l.tensor("w", &[rows, hv * dv]);
             let x = l.tensor("x", &[hv * dv]);
             l.dag.cols.insert("w".into(), hv * dv);
-            let q = shuffled(seed, hv);
             prop_assume!(!stepcheck::prove::permute::is_identity(&q));
             let cols: Vec<u32> = (0..rows).flat_map(|r| q.iter().map(move |&h| (r * hv) as u32 + h)).collect();
             let (pw, px) = (l.dag.permute(&cols, dv, w), l.dag.permute(&q, dv, x));
@@ -915,11 +907,11 @@ mod lemmas {
         }
 
         #[test]
-        fn permute_commutes(seed: u64, nb in 2usize..5, n in 1usize..4, which in 0usize..4) {
+        fn permute_commutes(seed: u64, p in permutation(2..5), n in 1usize..4, which in 0usize..4) {
+            let nb = p.len();
             let mut l = Leaves::new(seed);
             let (a, b) = (l.tensor("a", &[nb * n]), l.tensor("b", &[nb * n]));
             let w = l.tensor("w", &[n]);
-            let p = shuffled(seed, nb);
             prop_assume!(!stepcheck::prove::permute::is_identity(&p));
             let (pa, pb) = (l.dag.permute(&p, n, a), l.dag.permute(&p, n, b));
             let (lhs, inner) = match which {
@@ -941,10 +933,10 @@ mod lemmas {
         }
 
         #[test]
-        fn permute_through_concat(seed: u64, la in 1usize..4, nb in 2usize..4, s in 1usize..3) {
+        fn permute_through_concat(seed: u64, la in 1usize..4, p in permutation(2..4), s in 1usize..3) {
+            let nb = p.len();
             let mut l = Leaves::new(seed);
             let (a, b) = (l.tensor("a", &[la]), l.tensor("b", &[nb * s]));
-            let p = shuffled(seed, nb);
             prop_assume!(!stepcheck::prove::permute::is_identity(&p));
             let pb = l.dag.permute(&p, s, b);
             let lens = vec![la, nb * s];
@@ -958,11 +950,11 @@ mod lemmas {
         }
 
         #[test]
-        fn permute_through_slice(seed: u64, before in 0usize..3, len in 2usize..5, after in 0usize..3) {
+        fn permute_through_slice(seed: u64, before in 0usize..3, q in permutation(2..5), after in 0usize..3) {
+            let len = q.len();
             let mut l = Leaves::new(seed);
             let n = before + len + after;
             let x = l.tensor("x", &[n]);
-            let q = shuffled(seed, len);
             // The whole row is `whole-slice`'s, not this lemma's.
             prop_assume!(!stepcheck::prove::permute::is_identity(&q) && before + after > 0);
             let p = stepcheck::prove::permute::concat(&[before, len, after], &[None, Some(q.clone()), None]);
@@ -977,9 +969,9 @@ mod lemmas {
         }
 
         #[test]
-        fn permute_through_conv(seed: u64, c in 2usize..5, k in 1usize..4, depthwise: bool) {
+        fn permute_through_conv(seed: u64, p in permutation(2..5), k in 1usize..4, depthwise: bool) {
+            let c = p.len();
             let mut l = Leaves::new(seed);
-            let p = shuffled(seed, c);
             prop_assume!(!stepcheck::prove::permute::is_identity(&p));
             let big_s = l.state(StateKind::Conv, c * k);
             let (lhs, rhs) = if depthwise {
