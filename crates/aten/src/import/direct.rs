@@ -165,22 +165,20 @@ fn binary(
                 "div.Tensor" if c != 0.0 => OpKind::Scale { factor: 1.0 / c },
                 _ => return Ok(None),
             };
-            if short == "mul.Tensor" && x.made_whole().is_none() && !x.any(|e| matches!(e, Elem::Ir(..))) {
+            if short == "mul.Tensor" && !holds_ir(&x) {
                 return symbolic(&[x, Strided::new(vec![], vec![Elem::Num(c)])], sizes);
             }
             on_values(im, kind, &[x], sizes)
         }
         (Operand::Elems(x), Operand::Elems(y)) => {
             let repeats = |t: &Strided<Elem>| squeezed(&t.sizes) != squeezed(sizes);
-            let symbolic_only = |t: &Strided<Elem>| t.made_whole().is_none() && !t.any(|e| matches!(e, Elem::Ir(..)));
-            if (repeats(&x) || repeats(&y)) && !(symbolic_only(&x) && symbolic_only(&y)) {
+            if (repeats(&x) || repeats(&y)) && (holds_ir(&x) || holds_ir(&y)) {
                 // A product that repeats values of an operand (`S · e^g[..., None, None]`) is one
                 // step of a composite the rows read whole; alone, the IR has no op for it.
                 return Ok(None);
             }
             let (x, y) = (x.broadcast_to(sizes)?, y.broadcast_to(sizes)?);
-            let symbolic_side = |t: &Strided<Elem>| t.made_whole().is_none() && !t.any(|e| matches!(e, Elem::Ir(..)));
-            if short == "mul.Tensor" && symbolic_side(&x) && symbolic_side(&y) {
+            if short == "mul.Tensor" && !holds_ir(&x) && !holds_ir(&y) {
                 return symbolic(&[x, y], sizes);
             }
             let shape = squeezed(sizes);
@@ -201,6 +199,11 @@ fn binary(
         }
         _ => Ok(None),
     }
+}
+
+/// Whether any element of `t` is an IR value (a made storage seen whole is one without a look).
+fn holds_ir(t: &Strided<Elem>) -> bool {
+    t.made_whole().is_some() || t.any(|e| matches!(e, Elem::Ir(..)))
 }
 
 /// The elementwise product of numbers and position expressions, when exact.
