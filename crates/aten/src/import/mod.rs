@@ -42,6 +42,7 @@ use ir::{Binding, Graph, GraphBuilder, OpKind, StateKind, TensorId, Ty};
 use super::error::ImportError;
 use super::graph::{Arg, Exported, InputKind, Node};
 use elem::{Elem, PosExpr};
+use follow::Listed;
 use strided::Strided;
 
 /// What an ATen tensor holds while the graph is followed.
@@ -94,9 +95,6 @@ const LAYOUT: &[&str] = &[
 /// The most values of a parameter the importer lists one by one (a norm's weight, a conv's
 /// kernel); an embedding table or a projection is read whole by its row.
 pub const MAX_LISTED: usize = 1 << 24;
-
-/// A list of IR values and the shape they are read as: the key of the materialisation memo.
-type Listed = (Vec<(TensorId, usize)>, Vec<usize>);
 
 /// The translator's state.
 pub struct Importer<'a> {
