@@ -18,7 +18,9 @@ For every node: op name (`ggml_op_name`; for UNARY/GLU also the sub-op), op_para
 (`ggml_type_name`), ne[4], nb[4] (bytes), flags, name, view_src and view_offs, and src[] (each as a reference
 to a node or leaf record, with its name). Sources that are never computed nodes (weights, under their GGUF
 names; cache/state tensors, under the names llama.cpp's memory gives them; graph inputs) are listed once as
-leaves. No pointer or address is written: tensors are numbered in the order they are first met, so the
+leaves; an input leaf (`INPUT` flag: the token, positions, cache cells, state slots, the mask) also with its
+`values` as the recorded step read them, and `inputs` holds every step's input values by leaf name, so a reader
+can check the cache and position conventions at each step of the rollout. No pointer or address is written: tensors are numbered in the order they are first met, so the
 output is deterministic.
 
 `--gdn primitive`: llama.cpp 0.3.36 (llama-cpp-python's vendored copy) hard-codes `cparams.fused_gdn_ar =
@@ -113,6 +115,7 @@ class Recorder:
         self.nodes: list[dict] = []
         self.leaves: list[dict] = []
         self.asked = 0
+        self.step_inputs: dict | None = None  # the input leaves' values of the step being decoded, by name
         self.error: BaseException | None = None
 
     def ref(self, addr: int, t: ggml_tensor) -> dict:
@@ -120,7 +123,10 @@ class Recorder:
         if addr not in self.ids:
             self.ids[addr] = f"l{len(self.leaves)}"
             self.leaves.append(None)  # reserve the slot before recursing into its own view source
-            self.leaves[int(self.ids[addr][1:])] = dict(id=self.ids[addr], **self.describe(t))
+            leaf = dict(id=self.ids[addr], **self.describe(t))
+            if "INPUT" in leaf["flags"]:
+                leaf["values"] = input_values(t)
+            self.leaves[int(self.ids[addr][1:])] = leaf
         return {"id": self.ids[addr], "name": t.name.decode()}
 
     def describe(self, t: ggml_tensor) -> dict:
@@ -153,6 +159,11 @@ class Recorder:
 
     def callback(self, t_ptr, ask, _user):
         try:
+            if self.step_inputs is not None and not ask:
+                t = ctypes.cast(t_ptr, ctypes.POINTER(ggml_tensor)).contents
+                for s in t.src:
+                    if s and s.contents.flags & 1 and s.contents.name.decode() not in self.step_inputs:
+                        self.step_inputs[s.contents.name.decode()] = input_values(s.contents)
             if not self.active:
                 return True
             if ask:
@@ -173,7 +184,32 @@ class Recorder:
             return True
 
 
-_NP_TYPES = {"f32": np.float32, "f16": np.float16, "i32": np.int32}
+_NP_TYPES = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64}
+
+
+def logical(t: ggml_tensor):
+    """The tensor's logical elements (ne0 fastest), read through its ne/nb from host memory, or None."""
+    name = _ggml.ggml_type_name(t.type).decode()
+    ne, nb = list(t.ne), list(t.nb)
+    if name not in _NP_TYPES or not t.data or min(ne) == 0:
+        return None
+    dt = np.dtype(_NP_TYPES[name])
+    extent = sum((n - 1) * b for n, b in zip(ne, nb)) + dt.itemsize
+    raw = np.frombuffer((ctypes.c_char * extent).from_address(t.data), dtype=np.uint8)
+    a = np.lib.stride_tricks.as_strided(raw.view(dt) if extent % dt.itemsize == 0 else raw[:extent - extent % dt.itemsize].view(dt),
+                                        shape=ne[::-1], strides=nb[::-1])
+    return a.reshape(-1)
+
+
+def input_values(t: ggml_tensor) -> list | None:
+    """An input leaf's values as the step read them (the token, positions, cache cells and slots, the mask),
+    ne0 fastest; a non-finite float as the string "-inf", "inf" or "nan" (JSON has no such numbers)."""
+    a = logical(t)
+    if a is None:
+        return None
+    if a.dtype.kind == "i":
+        return [int(x) for x in a]
+    return [float(x) if np.isfinite(x) else ("nan" if np.isnan(x) else ("inf" if x > 0 else "-inf")) for x in a]
 
 
 def value_stats(t: ggml_tensor) -> list | None:
@@ -411,13 +447,17 @@ def main() -> int:
     assert cp_bools["fused_gdn_ar"] == (args.gdn == "fused")
 
     logits = []
+    inputs = []
     for step, tok in enumerate(tokens):
         assert 0 <= tok < n_vocab
         arr = (L.llama_token * 1)(tok)
         batch = L.llama_batch_get_one(arr, 1)
         rec.active = step == args.graph_step
+        rec.step_inputs = {}
         rc = L.llama_decode(ctx, batch)
         rec.active = False
+        inputs.append(dict(sorted(rec.step_inputs.items())))
+        rec.step_inputs = None
         if rc != 0:
             raise SystemExit(f"llama_decode returned {rc} at step {step}")
         if rec.error is not None:
@@ -454,6 +494,7 @@ def main() -> int:
         "n_leaves": len(rec.leaves),
         "op_counts": dict(sorted(ops.items())),
         "logits": logits,
+        "inputs": inputs,
     }
     L.llama_free(ctx)
     L.llama_model_free(model)

@@ -55,6 +55,11 @@ pub struct Tensor {
     pub view_offs: u64,
     /// The sources by id (`None` where ggml's slot is empty).
     pub src: Vec<Option<String>>,
+    /// Whether it is a graph input (ggml's `INPUT` flag).
+    pub input: bool,
+    /// An input leaf's values as the recorded step read them, `ne0` fastest (the token, the
+    /// positions, the cache cells and slots, the mask); `None` for any other tensor.
+    pub values: Option<Vec<f64>>,
 }
 
 impl Tensor {
@@ -180,8 +185,31 @@ fn tensor(v: &Value) -> Result<Tensor, GraphError> {
         view_src: src_id(&v["view_src"])?,
         view_offs: v["view_offs"].as_u64().unwrap_or(0),
         src,
+        input: v["flags"].as_array().is_some_and(|f| f.iter().any(|x| x.as_str() == Some("INPUT"))),
+        values: match &v["values"] {
+            Value::Array(a) => Some(
+                a.iter()
+                    .map(number)
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| fail("a value that is not a number".into()))?,
+            ),
+            _ => None,
+        },
         id,
     })
+}
+
+/// A recorded value: a JSON number, or `"inf"`, `"-inf"`, `"nan"` (which JSON has no numbers for).
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::String(s) => match s.as_str() {
+            "inf" => Some(f64::INFINITY),
+            "-inf" => Some(f64::NEG_INFINITY),
+            "nan" => Some(f64::NAN),
+            _ => None,
+        },
+        v => v.as_f64(),
+    }
 }
 
 /// The recording at `path`, at most [`MAX_RECORDING_BYTES`] of it.

@@ -10,13 +10,17 @@
 //! no row, a source that is not an earlier tensor, or sizes a rule does not give is a
 //! [`GraphError`] naming the node — never a guess.
 //!
-//! It depends on nothing of the project: what it reads is llama.cpp's.
+//! [`import`] translates a recording into the one IR, following every storage element by element
+//! (`follow`'s materialisation, shared with the importer of transformers' graph). The crate
+//! depends on the IR and `follow` alone: what it reads is llama.cpp's.
 
 #![forbid(unsafe_code)]
 
 pub mod error;
 pub mod graph;
+pub mod import;
 pub mod ops;
 
 pub use error::GraphError;
 pub use graph::{Recording, Tensor, read_recording};
+pub use import::{Imported, import};
