@@ -15,6 +15,7 @@
 pub use stepcheck_aten as aten;
 pub use stepcheck_formats::scalar;
 pub use stepcheck_fuse as fuse;
+pub use stepcheck_ggml as ggml;
 pub use stepcheck_interp as interp;
 pub use stepcheck_ir as ir;
 pub use stepcheck_model as model;

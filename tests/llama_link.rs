@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use stepcheck::prove::engine::prove_engine;
+use stepcheck::prove::{Link, ProofVerdict};
 use stepcheck::source::ModelSource;
 use stepcheck_interp::Runner;
 
@@ -126,4 +128,112 @@ fn every_imported_llama_graph_run_by_the_reference_interpreter_gives_llama_cpps_
             assert!(err < bound, "{name} step {step}: {err:.2e} from llama.cpp's logits, bound {bound:.0e}");
         }
     }
+}
+
+/// The authored graph of the GGUF a recording was made from.
+fn authored_of(json: &Value) -> stepcheck::ir::Graph {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("reference").join(json["model"].as_str().expect("model"));
+    let spec = ModelSource::Gguf(model).spec().expect("the spec");
+    stepcheck::model::author::decode_step(&spec).expect("the authored graph")
+}
+
+/// The llama.cpp link's verdict on recording `json`, or the importer's refusal.
+fn verdict(json: &Value) -> Result<ProofVerdict, String> {
+    let rec = stepcheck_ggml::Recording::from_json(json.to_string().as_bytes()).map_err(|e| e.to_string())?;
+    let imported = stepcheck_ggml::import(&rec, "llama").map_err(|e| e.to_string())?;
+    Ok(prove_engine(&imported.graph, &imported.origin, &authored_of(json), &imported.numerics))
+}
+
+fn read(name: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(dir().join(format!("{name}.json"))).expect("read")).expect("json")
+}
+
+#[test]
+fn every_imported_llama_graph_is_proved_equal_to_the_authored_step_at_the_numerics_it_runs() {
+    let mut proved = 0;
+    for (name, expect) in GRAPHS {
+        let Expect::Runs { numerics, .. } = expect else { continue };
+        let v = verdict(&read(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let ProofVerdict::Proved(p) = &v else { panic!("{name}: {v}") };
+        let want = format!(
+            "act={} kv={} state=f32",
+            numerics.iter().find_map(|n| n.strip_prefix("act=")).unwrap_or("f32"),
+            numerics.iter().find_map(|n| n.strip_prefix("kv=")).unwrap_or("f32")
+        );
+        assert_eq!(p.numerics, want, "{name}");
+        assert!(p.outputs.iter().all(|o| o.stage == Link::EngineAuthored), "{name}");
+        proved += 1;
+    }
+    assert_eq!(proved, 6);
+}
+
+/// The first node named `name` of recording `json`.
+fn node<'a>(json: &'a mut Value, name: &str) -> &'a mut Value {
+    let nodes = json["nodes"].as_array_mut().expect("nodes");
+    nodes.iter_mut().find(|n| n["name"] == name).unwrap_or_else(|| panic!("no node {name}"))
+}
+
+#[test]
+fn a_reshape_of_a_non_contiguous_view_is_refused_at_its_node() {
+    // llama.cpp #18761's class: a view that skips values (the attention's gate, every other head
+    // of the query projection) reshaped where a `cont` is needed reads the wrong values.
+    let mut json = read("qwen35-c-f32kv-fused");
+    let src = node(&mut json, "gate_reshaped-3")["src"][0].clone();
+    let view_src =
+        json["nodes"].as_array().expect("nodes").iter().find(|m| m["id"] == src["id"]).expect("the view")["view_src"]
+            .clone();
+    let n = node(&mut json, "gate_reshaped-3");
+    n["op"] = "RESHAPE".into();
+    n["view_src"] = view_src;
+    let e = verdict(&json).expect_err("refused");
+    assert!(e.contains("`gate_reshaped-3` (RESHAPE)") && e.contains("contiguous false"), "{e}");
+}
+
+#[test]
+fn at_one_token_the_permuted_attention_output_is_contiguous_and_its_reshape_is_proved() {
+    // The same edit on the attention output itself is no bug in a decode step: `kqv` permuted
+    // from `[hd, 1, heads]` to `[hd, heads, 1]` moves a dim of one, so its values are in order,
+    // and the proof says so. (#18761 bit the multi-token graph.)
+    let mut json = read("qwen35-c-f32kv-fused");
+    let src = node(&mut json, "attn_pregate-3")["src"][0].clone();
+    let view_src = json["nodes"].as_array().expect("nodes").iter().find(|m| m["id"] == src["id"]).expect("the permute")
+        ["view_src"]
+        .clone();
+    let n = node(&mut json, "attn_pregate-3");
+    n["op"] = "RESHAPE".into();
+    n["view_src"] = view_src;
+    let v = verdict(&json).expect("imported");
+    assert!(v.is_proved(), "{v}");
+}
+
+#[test]
+fn an_imrope_section_changed_is_refused_at_the_rope_node() {
+    // sections [2, 1, 1, 0] → [1, 1, 1, 0]: pair 3 turns by the fourth section, 0 for text.
+    let mut json = read("qwen35-c-f32kv-fused");
+    node(&mut json, "Qcur-3")["op_params"][11] = 1.into();
+    let e = verdict(&json).expect_err("refused");
+    assert!(e.contains("`Qcur-3` (ROPE)") && e.contains("rotated pair 3 turns by position section 3"), "{e}");
+}
+
+#[test]
+fn a_key_cache_written_at_the_wrong_cell_is_refused_at_its_set_rows() {
+    let mut json = read("qwen35-c-f32kv-fused");
+    let leaves = json["leaves"].as_array_mut().expect("leaves");
+    let idx = leaves.iter_mut().find(|l| l["name"] == "attn_inp_k_idxs").expect("the key cells");
+    idx["values"] = serde_json::json!([1]);
+    let e = verdict(&json).expect_err("refused");
+    assert!(e.contains("`cache_k_l1 (view)` (SET_ROWS)") && e.contains("not at cell 2"), "{e}");
+}
+
+#[test]
+fn a_conv_state_shifted_the_wrong_way_is_refuted_at_its_copy() {
+    // The state kept as the window's oldest `K−1` columns instead of its newest.
+    let mut json = read("qwen35-c-f32kv-fused");
+    let n = node(&mut json, "conv_state_last-0");
+    n["view_offs"] = 0.into();
+    n["op_params"][0] = 0.into();
+    let v = verdict(&json).expect("imported");
+    let ProofVerdict::Refuted(r) = &v else { panic!("{v}") };
+    assert_eq!(r.output, "conv@l0");
+    assert!(r.why.contains("llama.cpp: node n19 `conv_state_update-0 (copy of conv_state_last-0)` (CPY)"), "{}", r.why);
 }

@@ -1048,6 +1048,40 @@ mod lemmas {
         }
     }
 
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn scale_by_one(seed: u64, n in 1usize..6) {
+            let mut l = Leaves::new(seed);
+            let x = l.tensor("x", &[n]);
+            let lhs = l.raw(Sym::Scale(Real::new(1.0)), &[x]);
+            let mut i = l.done(lhs, x);
+            agree(&i)?;
+            normalises(&mut i, Lemma::ScaleByOne)?;
+        }
+
+        #[test]
+        fn delta_query_scale(seed: u64, hv in 1usize..4, dk in 1usize..4, dv in 1usize..4, out in 0usize..2, f in -2.0f64..2.0) {
+            let mut l = Leaves::new(seed);
+            let s = l.state(StateKind::Recurrent, hv * dk * dv);
+            let (q, k) = (l.tensor("q", &[hv * dk]), l.tensor("k", &[hv * dk]));
+            let rest = [l.tensor("v", &[hv * dv]), l.tensor("g", &[hv]), l.tensor("b", &[hv])];
+            let sym = Sym::DeltaRule { hv, hk: hv, dk, dv, map: HeadMap::Grouped };
+            let qs = l.raw(Sym::Scale(Real::new(f)), &[q]);
+            let scaled = l.raw(sym.clone(), &[&[s, qs, k][..], &rest].concat());
+            let plain = l.raw(sym, &[&[s, q, k][..], &rest].concat());
+            let lhs = l.raw(Sym::Proj(out), &[scaled]);
+            let part = l.raw(Sym::Proj(out), &[plain]);
+            let rhs = if out == 1 { l.raw(Sym::Scale(Real::new(f)), &[part]) } else { part };
+            let mut i = l.done(lhs, rhs);
+            agree(&i)?;
+            let before = i.dag.fired.len();
+            prop_assert_eq!(i.dag.mk(Sym::Proj(out), &[scaled]), rhs);
+            prop_assert!(i.dag.fired[before..].iter().any(|(l, _)| *l == Lemma::DeltaQueryScale));
+        }
+    }
+
     /// Each lemma has its property above: the list is the lemma set.
     #[test]
     fn every_lemma_has_a_property() {
@@ -1078,6 +1112,8 @@ mod lemmas {
             Lemma::TiledDeltaRule,
             Lemma::RepeatCommutes,
             Lemma::RepeatHeads,
+            Lemma::ScaleByOne,
+            Lemma::DeltaQueryScale,
         ];
         assert_eq!(tested.to_vec(), Lemma::ALL.to_vec());
     }

@@ -246,10 +246,15 @@ pub struct ProveArgs {
     /// not, with a `buffers.json` beside it), as `reference/export_step.py` exports it.
     #[arg(long, value_name = "GRAPH", conflicts_with = "layers")]
     pub against: Option<PathBuf>,
+    /// Also prove llama.cpp's own step equal to the authored graph: the JSON recording of its
+    /// compute graph for one decode step of this GGUF, as `reference/record_llama_graph.py` writes
+    /// it through llama.cpp's eval callback.
+    #[arg(long, value_name = "GRAPH", conflicts_with = "layers")]
+    pub against_llama_graph: Option<PathBuf>,
     /// Print one JSON object `{"model":…,"layers":…,"numerics":…,"verdict":…}` with, as the
     /// verdict is `proved`, `refuted`, `inconclusive` or `refused`, the outputs and lemmas, the
     /// difference, the reason, or the refusal; with `--against`, a `transformers` object of the
-    /// same fields for that link.
+    /// same fields for that link, and with `--against-llama-graph` a `llama_cpp` one.
     #[arg(long)]
     pub json: bool,
 }

@@ -1,7 +1,8 @@
 //! `stepcheck prove`: the proof that a model's program computes what its step graph computes, for
 //! every checkpoint and every step, printed per output with the lemmas it used; with `--against`,
-//! first that transformers' own step computes what the step graph computes; `--json` prints the
-//! same as one JSON object.
+//! first that transformers' own step computes what the step graph computes, and with
+//! `--against-llama-graph` that llama.cpp's own step does; `--json` prints the same as one JSON
+//! object.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -10,7 +11,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::CliError;
-use super::against::{Against, against};
+use super::against::{Against, against, against_llama};
 use super::args::ProveArgs;
 use super::plural::plural;
 use crate::engine::{lower::lower_graph, shim::EngineShim};
@@ -34,23 +35,27 @@ pub(crate) fn prove_cmd(a: ProveArgs) -> Result<ExitCode, CliError> {
     }
     let mut head = json!({ "model": spec.name, "layers": spec.layers.len(), "numerics": a.numerics.to_string() });
     let authored = decode_step(&spec)?;
-    let link = match &a.against {
-        Some(path) => Some(against(path, &spec, &authored)?),
-        None => None,
-    };
-    let link_proved = link.as_ref().is_none_or(|l| l.outcome.as_ref().is_ok_and(ProofVerdict::is_proved));
-    if let Some(l) = &link {
+    let mut links = vec![];
+    if let Some(path) = &a.against {
+        links.push(("transformers", "transformers' step", "ATen", against(path, &spec, &authored)?));
+    }
+    if let Some(path) = &a.against_llama_graph {
+        links.push(("llama_cpp", "llama.cpp's step", "ggml", against_llama(path, &spec, &authored)?));
+    }
+    let links_proved = links.iter().all(|(.., l)| l.outcome.as_ref().is_ok_and(ProofVerdict::is_proved));
+    for (key, title, kind, l) in &links {
         if a.json {
-            head["transformers"] = link_json(l);
+            head[*key] = link_json(l);
         } else {
-            outln!("transformers' step ({} ATen nodes, imported as {} ops)", l.nodes, l.ops);
+            outln!("{title} ({} {kind} nodes, imported as {} ops)", l.nodes, l.ops);
             match &l.outcome {
                 Ok(v) => outln!("{v}"),
                 Err(why) => outln!("not imported: {why}"),
             }
         }
         errln!(
-            "transformers link: import {:.1} ms, proof {:.1} ms",
+            "{} link: import {:.1} ms, proof {:.1} ms",
+            key.replace('_', "."),
             l.import.as_secs_f64() * 1e3,
             l.proof.as_secs_f64() * 1e3
         );
@@ -84,10 +89,10 @@ pub(crate) fn prove_cmd(a: ProveArgs) -> Result<ExitCode, CliError> {
         outln!("{verdict}");
     }
     errln!("proof took {:.1} ms", took.as_secs_f64() * 1e3);
-    Ok(if verdict.is_proved() && link_proved { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if verdict.is_proved() && links_proved { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-/// The transformers link as a JSON object: its verdict word and fields, or `not imported` and why,
+/// A link from another framework's step as a JSON object: its verdict word and fields, or `not imported` and why,
 /// with the import's and the proof's milliseconds.
 fn link_json(l: &Against) -> Value {
     let mut out = match &l.outcome {

@@ -63,10 +63,17 @@ pub const ROWS: &[Row] = &[
             same(n, [a.ne[1], b.ne[1], b.ne[2], b.ne[3]])
         },
     ),
-    row("RESHAPE", "`a`, contiguous, under other sizes: a view of its storage", |n, s, v| {
+    row("RESHAPE", "`a`, contiguous, under other sizes: a view of its storage where `a` starts", |n, s, v| {
         let [a] = one(s)?;
         if n.numel() != a.numel() || !contiguous(a)? {
             return Err(format!("{:?} from {:?}, contiguous {}", n.ne, a.ne, contiguous(a)?));
+        }
+        let start = if a.view_src.is_some() { a.view_offs } else { 0 };
+        if !contiguous(n)? || n.view_offs != start {
+            return Err(format!(
+                "strides {:?} at byte {}, not {:?}'s contiguous values from byte {start}",
+                n.nb, n.view_offs, n.ne
+            ));
         }
         within(n, v)
     }),

@@ -87,11 +87,17 @@ pub enum Lemma {
     /// with `repeat_r` each head repeated `r` times in turn (`repeat_interleave`): the grouped
     /// head map.
     RepeatHeads,
+    /// `scale[1](x) = x`.
+    ScaleByOne,
+    /// `delta_rule(S, scale[s](q), k, v, g, β) = (S', scale[s](o))` where `(S', o) =
+    /// delta_rule(S, q, k, v, g, β)`: the output `o = S'ᵀq` is linear in `q` and the new state does
+    /// not read it (llama.cpp scales the output, transformers the query).
+    DeltaQueryScale,
 }
 
 impl Lemma {
     /// Every lemma, in the order the docs list them.
-    pub const ALL: [Lemma; 26] = [
+    pub const ALL: [Lemma; 28] = [
         Lemma::RowsOfMatVec,
         Lemma::HeadHalfOfMatVec,
         Lemma::SliceOfConcat,
@@ -118,6 +124,8 @@ impl Lemma {
         Lemma::TiledDeltaRule,
         Lemma::RepeatCommutes,
         Lemma::RepeatHeads,
+        Lemma::ScaleByOne,
+        Lemma::DeltaQueryScale,
     ];
 
     /// The lemma's name, as proofs print it.
@@ -149,6 +157,8 @@ impl Lemma {
             Lemma::TiledDeltaRule => "tiled-delta-rule",
             Lemma::RepeatCommutes => "repeat-commutes",
             Lemma::RepeatHeads => "repeat-heads",
+            Lemma::ScaleByOne => "scale-by-one",
+            Lemma::DeltaQueryScale => "delta-query-scale",
         }
     }
 }

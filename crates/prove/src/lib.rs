@@ -38,6 +38,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod engine;
 pub mod eval;
 pub mod graph_terms;
 pub mod layout;
@@ -67,6 +68,9 @@ pub enum Link {
     /// Transformers' exported step (imported) and the authored graph, through the checkpoint
     /// convention ([`source`]).
     SourceAuthored,
+    /// llama.cpp's own compute graph for the step (imported from its recording) and the authored
+    /// graph, over the same GGUF leaves ([`engine`]).
+    EngineAuthored,
     /// The authored graph and the fused graph (the shim).
     AuthoredFused,
     /// The fused graph and the program (the lowering), through the layout maps.
@@ -77,6 +81,7 @@ impl fmt::Display for Link {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Link::SourceAuthored => "transformers ≡ authored",
+            Link::EngineAuthored => "llama.cpp ≡ authored",
             Link::AuthoredFused => "authored ≡ fused",
             Link::FusedProgram => "fused ≡ program",
         })
@@ -587,6 +592,9 @@ impl fmt::Display for ProofVerdict {
                     write!(f, "\nstated: {s}")?;
                 }
                 if p.commands == 0 {
+                    if p.numerics != "reals" {
+                        write!(f, "\nnumerics of the imported graph: {}", p.numerics)?;
+                    }
                     return Ok(());
                 }
                 if p.roundings.is_empty() {
@@ -602,6 +610,7 @@ impl fmt::Display for ProofVerdict {
                 if !r.left.is_empty() {
                     let (left, right) = match r.stage {
                         Link::SourceAuthored => ("transformers:", "authored:    "),
+                        Link::EngineAuthored => ("llama.cpp:", "authored: "),
                         _ => ("graph:  ", "program:"),
                     };
                     write!(

@@ -42,17 +42,41 @@ pub const FREQ_ULPS: f64 = 8.0;
 /// Proves that `imported` (transformers' step, its ops labelled by `labels`, one per op) computes
 /// what `authored` computes, through `convention`.
 pub fn prove_source(imported: &Graph, labels: &[String], authored: &Graph, convention: &Convention) -> ProofVerdict {
-    let (imported, mut stated) = rope_by_theta(imported, convention.rope_theta);
-    let (mut imported, authored) = (at_f32(&imported), at_f32(authored));
+    let (imported, stated) = rope_by_theta(imported, convention.rope_theta);
+    let side = Side {
+        link: Link::SourceAuthored,
+        name: "transformers",
+        at_f32: "every scalar constant of both graphs (an eps, a scale, an offset) is read at f32, the precision both compute in: \
+                 transformers multiplies an f32 tensor by a Python float rounded to f32",
+    };
+    prove_link(&side, &imported, labels, authored, convention, stated)
+}
+
+/// The graph a link proves against the authored one: which link it is, what its side is called in
+/// a refutation, and why its scalar constants are read at f32.
+pub(crate) struct Side {
+    pub link: Link,
+    pub name: &'static str,
+    pub at_f32: &'static str,
+}
+
+/// Proves that `imported` (its ops labelled by `labels`) computes what `authored` computes, its
+/// leaves read through `convention`; `stated` is what the caller has already taken as given.
+pub(crate) fn prove_link(
+    side: &Side,
+    imported: &Graph,
+    labels: &[String],
+    authored: &Graph,
+    convention: &Convention,
+    mut stated: Vec<String>,
+) -> ProofVerdict {
+    let link = side.link;
+    let (mut imported, authored) = (at_f32(imported), at_f32(authored));
     for c in &mut imported.consts {
         c.binding.tensor = convention.resolve(&c.binding.tensor).to_string();
     }
     let authored = &authored;
-    stated.push(
-        "every scalar constant of both graphs (an eps, a scale, an offset) is read at f32, the precision both compute in: \
-         transformers multiplies an f32 tensor by a Python float rounded to f32"
-            .into(),
-    );
+    stated.push(side.at_f32.into());
     let mut prover = Prover {
         dag: Dag::default(),
         outputs: vec![],
@@ -107,13 +131,13 @@ pub fn prove_source(imported: &Graph, labels: &[String], authored: &Graph, conve
     let label = |i: usize| labels.get(i).cloned().unwrap_or_else(|| format!("op {i}"));
     let authored_label = |i: usize| format!("%{}", authored.name_of(authored.ops[i].outputs[0]));
     let compare = |prover: &mut Prover, output: &str, a, b| -> Option<ProofVerdict> {
-        let verdict = prover.equal(Link::SourceAuthored, output, a, b)?;
+        let verdict = prover.equal(link, output, a, b)?;
         let ProofVerdict::Refuted(mut r) = verdict else { return Some(verdict) };
         let diff = super::first_difference(&prover.dag, a, b);
         let left = name_of(&prover.dag, diff.left, &hf, &label);
         let right = name_of(&prover.dag, diff.right, &gguf, &authored_label);
         if let Some(l) = left {
-            r.why.push_str(&format!("; transformers: {l}"));
+            r.why.push_str(&format!("; {}: {l}", side.name));
         }
         if let Some(rt) = right {
             r.why.push_str(&format!("; authored: {rt}"));
@@ -126,14 +150,10 @@ pub fn prove_source(imported: &Graph, labels: &[String], authored: &Graph, conve
     for s in &gguf.states {
         let name = state_name(s.kind, s.layer);
         let Some(t) = hf.states.iter().find(|t| t.kind == s.kind && t.layer == s.layer) else {
-            return missing(Link::SourceAuthored, &name, "transformers' step has no such state");
+            return missing(link, &name, &format!("{}' step has no such state", side.name));
         };
         if t.ty != s.ty {
-            return missing(
-                Link::SourceAuthored,
-                &name,
-                &format!("transformers' state is {}, the authored {}", t.ty, s.ty),
-            );
+            return missing(link, &name, &format!("{}' state is {}, the authored {}", side.name, t.ty, s.ty));
         }
         let want = match tiling.as_ref().and_then(|tl| tl.of_state(s.kind, authored, s.layer)) {
             Some((perm, size)) => prover.dag.permute(&perm, size, t.out),
@@ -144,7 +164,7 @@ pub fn prove_source(imported: &Graph, labels: &[String], authored: &Graph, conve
         }
     }
     if let Some(t) = hf.states.iter().find(|t| !gguf.states.iter().any(|s| s.kind == t.kind && s.layer == t.layer)) {
-        return missing(Link::SourceAuthored, &state_name(t.kind, t.layer), "the authored graph has no such state");
+        return missing(link, &state_name(t.kind, t.layer), "the authored graph has no such state");
     }
     let mut lemmas = std::collections::BTreeMap::new();
     for (l, _) in &prover.dag.fired {

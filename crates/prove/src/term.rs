@@ -507,6 +507,20 @@ impl Dag {
                 }
                 self.raw(sym, args)
             }
+            (Sym::Scale(s), [x]) if s.get() == 1.0 => self.fire(Lemma::ScaleByOne, *x),
+            (&Sym::Proj(i), [t])
+                if matches!(self.node(*t).sym, Sym::DeltaRule { .. })
+                    && matches!(self.node(self.node(*t).args[1]).sym, Sym::Scale(_)) =>
+            {
+                let inner = self.node(*t).clone();
+                let scaled = self.node(inner.args[1]).clone();
+                let mut ins = inner.args.clone();
+                ins[1] = scaled.args[0];
+                let rule = self.mk(inner.sym, &ins);
+                let part = self.mk(Sym::Proj(i), &[rule]);
+                let id = if i == 1 { self.mk(scaled.sym, &[part]) } else { part };
+                self.fire(Lemma::DeltaQueryScale, id)
+            }
             (&Sym::Proj(i), [t]) => {
                 let inner = self.node(*t).clone();
                 if let Sym::DeltaRuleVk { hv, hk, dk, dv } = inner.sym {

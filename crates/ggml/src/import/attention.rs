@@ -99,7 +99,13 @@ pub(super) fn set_rows(im: &mut Importer<'_>, n: &Tensor) -> Result<(), String> 
         if row < 0.0 || row.fract() != 0.0 {
             return Err(format!("a row index {row}"));
         }
-        let byte = n.view_offs as usize + i[0] * n.nb[0] as usize + row as usize * n.nb[1] as usize;
+        let at = |x: u64| usize::try_from(x).ok();
+        let byte = (|| {
+            at(n.view_offs)?
+                .checked_add(i[0].checked_mul(at(n.nb[0])?)?)?
+                .checked_add((row as usize).checked_mul(at(n.nb[1])?)?)
+        })()
+        .ok_or("a row past memory")?;
         if !byte.is_multiple_of(bytes) {
             return Err(format!("byte {byte}, not a whole element"));
         }
@@ -129,6 +135,7 @@ pub(super) fn set_rows(im: &mut Importer<'_>, n: &Tensor) -> Result<(), String> 
     for (&o, &e) in offsets.iter().zip(&values) {
         *store.elems.get_mut(o).ok_or("a write past the cache")? = e;
     }
+    im.writer.insert(root, im.at);
     Ok(())
 }
 
@@ -167,6 +174,13 @@ fn check_read(
 pub(super) fn mul_mat(im: &mut Importer<'_>, n: &Tensor, a: &Tensor, b: &Tensor) -> Result<Option<()>, String> {
     let Some(cache) = cache_by_root(im, a) else { return Ok(None) };
     let [a0, a1, a2, _] = sizes(a)?;
+    if a0 == 0
+        || a1 == 0
+        || a2 == 0
+        || a0.checked_mul(a1).and_then(|x| x.checked_mul(a2)).is_none_or(|x| x > super::MAX_ELEMS)
+    {
+        return Err(format!("a cache view of {:?}", a.ne));
+    }
     if let Some(Pending::Probs(s, scale)) = im.pending.get(&b.id).cloned() {
         // values: a [cells, head_dim, kv_heads] times probs [cells, 1, heads]
         let row = im.caches[cache].row;

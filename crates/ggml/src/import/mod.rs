@@ -40,6 +40,7 @@ use store::{Elem, Store};
 #[derive(Clone, Debug)]
 pub struct Imported {
     pub graph: Graph,
+    /// For each op, the node it was written for (`node n192 `cache_k_l3 (view)` (SET_ROWS)`).
     pub origin: Vec<String>,
     /// The roundings llama.cpp's graph makes that the IR's values do not, each with the node that
     /// makes it: an F16 KV cache (`kv=f16`), a matrix product's column rounded to its weights'
@@ -48,7 +49,7 @@ pub struct Imported {
 }
 
 /// The most elements a storage the importer follows may hold.
-pub const MAX_ELEMS: usize = 1 << 24;
+pub const MAX_ELEMS: usize = 1 << 22;
 
 /// What a node holds beyond its storage's elements: a computation the IR states as one op with a
 /// later node (an RMS norm before its weight or its `1/√n`, attention before its values).
@@ -85,6 +86,8 @@ pub struct Importer<'a> {
     memo: foldhash::HashMap<follow::Listed, TensorId>,
     origin: Vec<String>,
     numerics: Vec<String>,
+    /// The node that last wrote each storage.
+    writer: HashMap<String, usize>,
     /// The KV caches: for each, the IR tensor holding it now and the layout its cells were
     /// written in.
     caches: Vec<attention::Cache>,
@@ -109,6 +112,7 @@ pub fn import(rec: &Recording, name: &str) -> Result<Imported, GraphError> {
         memo: foldhash::HashMap::default(),
         origin: vec![],
         numerics: vec![],
+        writer: HashMap::new(),
         caches: vec![],
         pos,
         at: 0,
@@ -130,6 +134,11 @@ impl<'a> Importer<'a> {
             let Some((kind, layer)) = state_leaf(&leaf.name) else { continue };
             let fail = |why: String| GraphError::Schema(format!("state {}: {why}", leaf.name));
             let numel = usize::try_from(leaf.numel().unwrap_or(-1)).map_err(|_| fail("no size".into()))?;
+            if numel == 0 || numel > MAX_ELEMS {
+                return Err(fail(format!(
+                    "{numel} values: a state is followed value by value, 1 to {MAX_ELEMS} of them"
+                )));
+            }
             let weight = |suffix: &str| -> Result<&Tensor, GraphError> {
                 let name = format!("blk.{layer}.{suffix}");
                 rec.leaves.iter().find(|l| l.name == name).ok_or_else(|| fail(format!("no weight {name} to size it")))
@@ -319,6 +328,7 @@ impl<'a> Importer<'a> {
         for (o, &e) in offs.iter().zip(elems) {
             *store.elems.get_mut(*o).ok_or("a write past the end of its storage")? = e;
         }
+        self.writer.insert(root, self.at);
         Ok(())
     }
 
@@ -365,7 +375,8 @@ impl<'a> Importer<'a> {
         }
         let elems = self.read(a)?;
         let row = usize::try_from(a.ne[0]).map_err(|_| "a size below zero")?;
-        let out: Vec<Elem> = index.iter().flat_map(|_| elems[..row].iter().copied()).collect();
+        let first = elems.get(..row).ok_or("a first row past its tensor")?;
+        let out: Vec<Elem> = index.iter().flat_map(|_| first.iter().copied()).collect();
         self.fresh(n, out)
     }
 
@@ -406,12 +417,17 @@ impl<'a> Importer<'a> {
         follow::materialise(self, &ids, shape)
     }
 
+    /// The node being read, as a proof names it: `node n192 `cache_k_l3 (view)` (SET_ROWS)`.
+    fn label(&self) -> String {
+        self.rec.nodes.get(self.at).map_or(String::new(), |n| format!("node {} `{}` ({})", n.id, n.name, n.row_name()))
+    }
+
     /// Writes op `kind` on `inputs`, one output named after the node being read.
     fn emit(&mut self, kind: OpKind, inputs: &[TensorId]) -> Result<TensorId, String> {
         let tys: Vec<&Ty> = inputs.iter().map(|&t| self.builder.ty(t)).collect();
         kind.infer(&tys).map_err(|e| format!("{}: {e}", kind.name()))?;
         let name = self.rec.nodes.get(self.at).map_or("imported", |n| n.name.as_str()).to_string();
-        self.origin.push(self.rec.nodes.get(self.at).map_or(String::new(), |n| n.id.clone()));
+        self.origin.push(self.label());
         Ok(self.builder.op1(kind, inputs, &name))
     }
 
@@ -420,7 +436,7 @@ impl<'a> Importer<'a> {
         let tys: Vec<&Ty> = inputs.iter().map(|&t| self.builder.ty(t)).collect();
         kind.infer(&tys).map_err(|e| format!("{}: {e}", kind.name()))?;
         let name = self.rec.nodes.get(self.at).map_or("imported", |n| n.name.as_str()).to_string();
-        self.origin.push(self.rec.nodes.get(self.at).map_or(String::new(), |n| n.id.clone()));
+        self.origin.push(self.label());
         let out = self.builder.op(kind, inputs, &[&format!("{name}.state"), &name]);
         Ok((out[0], out[1]))
     }
@@ -434,8 +450,11 @@ impl<'a> Importer<'a> {
         let logits = self.read(last).map_err(&fail)?;
         let logits = self.materialise(&logits, &[logits.len()]).map_err(|w| fail(format!("the logits: {w}")))?;
         for s in self.states.clone() {
-            let write = self.state_write(&s).map_err(|why| {
-                GraphError::Schema(format!("state {} (layer {}) at the end of the step: {why}", s.leaf, s.layer))
+            // The ops that read a state's end off its storage are the last write's.
+            self.at = self.writer.get(&s.leaf).copied().unwrap_or(self.rec.nodes.len() - 1);
+            let write = self.state_write(&s).map_err(|why| match self.rec.nodes.get(self.at) {
+                Some(n) => node_error(n, format!("state {} (layer {}) at the end of the step: {why}", s.leaf, s.layer)),
+                None => GraphError::Schema(format!("state {} at the end of the step: {why}", s.leaf)),
             })?;
             self.builder.write_state(s.read, write);
         }
