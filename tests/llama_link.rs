@@ -32,7 +32,10 @@ const F32: Expect = Expect::Runs { numerics: &[], bound: 1e-4 };
 /// llama.cpp's numerics.
 const GRAPHS: &[(&str, Expect)] = &[
     ("converter-f32-f16kv-fused", Expect::Runs { numerics: &["kv=f16", "kv=f16"], bound: 1e-3 }),
-    ("converter-f32-f16kv-fused-faauto", Expect::Refused { node: "FLASH_ATTN_EXT", because: "no row" }),
+    (
+        "converter-f32-f16kv-fused-faauto",
+        Expect::Runs { numerics: &["kv=f16", "kv=f16", "act=f16", "attn=f16"], bound: 1e-3 },
+    ),
     ("converter-f32-f16kv-primitive", Expect::Refused { node: "n36 `node_36` (MUL)", because: "not rows" }),
     ("converter-f32-f32kv-fused", F32),
     ("converter-f32-f32kv-primitive", Expect::Refused { node: "n36 `node_36` (MUL)", because: "not rows" }),
@@ -155,16 +158,14 @@ fn every_imported_llama_graph_is_proved_equal_to_the_authored_step_at_the_numeri
         let Expect::Runs { numerics, .. } = expect else { continue };
         let v = verdict(&read(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         let ProofVerdict::Proved(p) = &v else { panic!("{name}: {v}") };
-        let want = format!(
-            "act={} kv={} state=f32",
-            numerics.iter().find_map(|n| n.strip_prefix("act=")).unwrap_or("f32"),
-            numerics.iter().find_map(|n| n.strip_prefix("kv=")).unwrap_or("f32")
-        );
+        let of = |key: &str| numerics.iter().find_map(|n| n.strip_prefix(key));
+        let attn = of("attn=").map(|t| format!(" attn={t}")).unwrap_or_default();
+        let want = format!("act={} kv={}{attn} state=f32", of("act=").unwrap_or("f32"), of("kv=").unwrap_or("f32"));
         assert_eq!(p.numerics, want, "{name}");
         assert!(p.outputs.iter().all(|o| o.stage == Link::EngineAuthored), "{name}");
         proved += 1;
     }
-    assert_eq!(proved, 6);
+    assert_eq!(proved, 7);
 }
 
 /// The first node named `name` of recording `json`.

@@ -66,8 +66,9 @@ pub fn prove_engine(imported: &Graph, labels: &[String], authored: &Graph, round
     }
 }
 
-/// The numerics the roundings name: the activation columns' type, the KV cache's, the state's
-/// (llama.cpp's recurrent states are f32).
+/// The numerics the roundings name: the type products round their column to, the KV cache's, the
+/// type a fused attention sums its values in (when it does not in f32), the state's (llama.cpp's
+/// recurrent states are f32).
 pub fn numerics(roundings: &[String]) -> String {
     let of = |key: &str| {
         roundings
@@ -76,5 +77,6 @@ pub fn numerics(roundings: &[String]) -> String {
             .unwrap_or("f32")
             .to_string()
     };
-    format!("act={} kv={} state=f32", of("act="), of("kv="))
+    let attn = roundings.iter().any(|r| r.starts_with("attn=")).then(|| format!(" attn={}", of("attn=")));
+    format!("act={} kv={}{} state=f32", of("act="), of("kv="), attn.unwrap_or_default())
 }

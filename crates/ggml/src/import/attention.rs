@@ -223,8 +223,58 @@ pub(super) fn softmax(im: &mut Importer<'_>, n: &Tensor) -> Result<(), String> {
         return Err(format!("scores {:?}", x.ne));
     }
     let mask = im.src(n, 1)?;
+    causal(im, mask, x.ne[0] as usize)?;
+    im.pending.insert(n.id.clone(), Pending::Probs(s, scale));
+    Ok(())
+}
+
+/// `FLASH_ATTN_EXT(q, k, v, mask)`: the fused attention, `q [hd, 1, heads]` over the cache views
+/// `k`, `v` `[hd, cells, kv_heads]` (values not transposed), scores scaled by op param 0, the mask
+/// hiding the cells after the position; the result `[hd, heads, 1]`. With an F16 cache, llama.cpp's
+/// CPU kernel rounds `q` to f16 for the dot products and sums the weighted values in f16: two more
+/// roundings, named.
+pub(super) fn flash(im: &mut Importer<'_>, n: &Tensor) -> Result<(), String> {
+    let (q, k, v) = (im.src(n, 0)?, im.src(n, 1)?, im.src(n, 2)?);
+    let scale = n.param_f32(0).ok_or("no scale")?;
+    if n.param_f32(1).unwrap_or(0.0) != 0.0
+        || n.param_f32(2).unwrap_or(0.0) != 0.0
+        || n.src.get(4).is_some_and(Option::is_some)
+    {
+        return Err("ALiBi, a logit softcap or attention sinks, which the step does not have".into());
+    }
+    let (kc, vc) = (
+        cache_by_root(im, k).ok_or("keys that are not a KV cache view")?,
+        cache_by_root(im, v).ok_or("values that are not a KV cache view")?,
+    );
+    let [hd, cells, kv_heads, _] = sizes(k)?;
+    let [qd, tokens, heads, _] = sizes(q)?;
+    let fits = qd == hd && tokens == 1 && v.ne == k.ne && kv_heads > 0 && heads % kv_heads == 0 && cells > 0;
+    let row = im.caches[kc].row;
+    if !fits || hd.checked_mul(kv_heads) != Some(row) || im.caches[vc].row != row {
+        return Err(format!("q {:?} against k {:?}, v {:?}", q.ne, k.ne, v.ne));
+    }
+    let by_cell = move |cell: usize, i: usize| ((i / hd) * cells + cell) * hd + i % hd;
+    check_read(im, k, kc, by_cell, cells)?;
+    check_read(im, v, vc, by_cell, cells)?;
+    causal(im, im.src(n, 3)?, cells)?;
+    if k.ty != "f32" {
+        im.numerics.push(format!(
+            "act={} ({} `{}`: the queries, for the dot products with {} keys)",
+            k.ty, n.id, n.name, k.ty
+        ));
+        im.numerics.push(format!("attn={} ({} `{}`: the weighted values summed in {})", v.ty, n.id, n.name, v.ty));
+    }
+    let qe = im.read(q)?;
+    let qt = im.materialise(&qe, &[heads, hd])?;
+    let (kt, vt) = (im.caches[kc].now, im.caches[vc].now);
+    let y = im
+        .emit(OpKind::Attention { scale: f64::from(scale), window: None, head_map: HeadMap::Grouped }, &[qt, kt, vt])?;
+    result(im, n, y)
+}
+
+/// Checks that `mask` shows cells `0..=p` of `cells` and hides the rest.
+fn causal(im: &Importer<'_>, mask: &Tensor, cells: usize) -> Result<(), String> {
     let values = im.input_values(mask)?;
-    let cells = x.ne[0] as usize;
     let p = usize::try_from(im.rec.position).map_err(|_| "a position past memory")?;
     for c in 0..cells {
         let want = if c <= p { 0.0 } else { f64::NEG_INFINITY };
@@ -236,8 +286,6 @@ pub(super) fn softmax(im: &mut Importer<'_>, n: &Tensor) -> Result<(), String> {
             ));
         }
     }
-    let _ = s.kv_heads;
-    im.pending.insert(n.id.clone(), Pending::Probs(s, scale));
     Ok(())
 }
 

@@ -13,6 +13,7 @@
 //! | `SSM_CONV(x [K, C], w [K, C])`, one token | `depthwise_conv(x [C, K], w [C, K])` |
 //! | `ROPE(x, pos)`, NeoX or IMRoPE with every section the position | `rope(θ, n_dims, neox)` |
 //! | `GATED_DELTA_NET(q, k, v, g, β, S)`, one token, one state | `delta_rule(tiled)`, its output scaled by `1/√S_v` |
+//! | `FLASH_ATTN_EXT(q, k, v, mask)` over the KV cache | `attention(s, grouped)` |
 //!
 //! A node's result is its IR tensor's values in ggml's logical order (`ne0` fastest), which is
 //! the row-major order of the sizes reversed.
@@ -79,6 +80,7 @@ pub(super) fn read(im: &mut Importer<'_>, n: &Tensor) -> Result<(), String> {
         "ROPE" => rope(im, n),
         "GATED_DELTA_NET" => delta_rule(im, n),
         "SOFT_MAX" => attention::softmax(im, n),
+        "FLASH_ATTN_EXT" => attention::flash(im, n),
         other => Err(format!("{other}, which no row of the importer reads here")),
     }
 }
