@@ -20,9 +20,9 @@
 
 use ir::{Act, HeadMap, OpKind, RopeStyle, TensorId};
 
-use super::attention;
 use super::store::Elem;
 use super::{Importer, Pending, index_space, sizes};
+use super::{attention, delta};
 use crate::graph::Tensor;
 
 /// Reads compute node `n`.
@@ -42,7 +42,14 @@ pub(super) fn read(im: &mut Importer<'_>, n: &Tensor) -> Result<(), String> {
             im.pending.insert(n.id.clone(), Pending::RmsNorm { x: xt, eps, n: width });
             Ok(())
         }
-        "MUL" | "ADD" | "SUB" => elementwise(im, n, &row),
+        "MUL" | "ADD" | "SUB" => {
+            let pending = (0..2).any(|i| im.src(n, i).is_ok_and(|t| im.pending.contains_key(&t.id)));
+            if !pending && delta::step(im, n)?.is_some() {
+                return Ok(());
+            }
+            elementwise(im, n, &row)
+        }
+        "SUM_ROWS" => delta::step(im, n).map(|_| ()),
         "SCALE" => scale(im, n),
         "UNARY:SILU" | "UNARY:SIGMOID" | "UNARY:SOFTPLUS" | "UNARY:EXP" => {
             let act = match row.as_str() {
@@ -51,9 +58,7 @@ pub(super) fn read(im: &mut Importer<'_>, n: &Tensor) -> Result<(), String> {
                 "UNARY:SOFTPLUS" => Act::Softplus,
                 _ => Act::Exp,
             };
-            let x = operand(im, n, 0)?;
-            let y = im.emit(OpKind::Act(act), &[x])?;
-            result(im, n, y)
+            elementwise_unary(im, n, &[OpKind::Act(act)])
         }
         "GLU:SWIGLU" => {
             if n.op_params.get(1).copied().unwrap_or(0) != 0 || n.src.len() < 2 {
@@ -207,12 +212,48 @@ fn scale(im: &mut Importer<'_>, n: &Tensor) -> Result<(), String> {
         }
         return result(im, n, y);
     }
-    let xt = operand(im, n, 0)?;
-    let mut y = im.emit(OpKind::Scale { factor: s }, &[xt])?;
+    let mut ops = vec![OpKind::Scale { factor: s }];
     if b != 0.0 {
-        y = im.emit(OpKind::Offset { value: b }, &[y])?;
+        ops.push(OpKind::Offset { value: b });
     }
-    result(im, n, y)
+    elementwise_unary(im, n, &ops)
+}
+
+/// The elementwise ops `ops`, in turn, on source 0 of `n`. When its elements do not materialise as
+/// one IR tensor but are all values of one (a tensor's heads repeated in turn, as `REPEAT` tiles
+/// them), the ops are written on that tensor and the result keeps the arrangement: an elementwise
+/// op commutes with any arrangement of its operand's values.
+fn elementwise_unary(im: &mut Importer<'_>, n: &Tensor, ops: &[OpKind]) -> Result<(), String> {
+    let x = im.src(n, 0)?;
+    if im.pending.contains_key(&x.id) {
+        return Err("an elementwise op on a value the importer holds pending, read by no row here".into());
+    }
+    let e = im.read(x)?;
+    let shape = rows(x)?;
+    let apply = |im: &mut Importer<'_>, mut t: TensorId| -> Result<TensorId, String> {
+        for op in ops {
+            t = im.emit(op.clone(), &[t])?;
+        }
+        Ok(t)
+    };
+    match im.materialise(&e, &shape) {
+        Ok(t) => {
+            let y = apply(im, t)?;
+            result(im, n, y)
+        }
+        Err(why) => {
+            let Some(Elem::Ir(t, _)) = e.first().copied() else { return Err(why) };
+            let mut idx = Vec::with_capacity(e.len());
+            for v in &e {
+                match *v {
+                    Elem::Ir(u, i) if u == t => idx.push(i),
+                    _ => return Err(why),
+                }
+            }
+            let y = apply(im, t)?;
+            im.fresh(n, idx.into_iter().map(|i| Elem::Ir(y, i)).collect())
+        }
+    }
 }
 
 /// ggml's rope modes (`ggml.h`).

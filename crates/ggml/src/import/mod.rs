@@ -26,6 +26,7 @@
 
 mod attention;
 mod compute;
+mod delta;
 mod store;
 
 use std::collections::HashMap;
@@ -88,6 +89,11 @@ pub struct Importer<'a> {
     numerics: Vec<String>,
     /// The node that last wrote each storage.
     writer: HashMap<String, usize>,
+    /// The op that wrote each IR tensor the importer emitted, and its inputs.
+    produced: HashMap<TensorId, (OpKind, Vec<TensorId>)>,
+    /// The parts of delta rules composed of primitive ops, and the new state each resolved to.
+    parts: Vec<delta::Part>,
+    resolved: HashMap<usize, TensorId>,
     /// The KV caches: for each, the IR tensor holding it now and the layout its cells were
     /// written in.
     caches: Vec<attention::Cache>,
@@ -113,6 +119,9 @@ pub fn import(rec: &Recording, name: &str) -> Result<Imported, GraphError> {
         origin: vec![],
         numerics: vec![],
         writer: HashMap::new(),
+        produced: HashMap::new(),
+        parts: vec![],
+        resolved: HashMap::new(),
         caches: vec![],
         pos,
         at: 0,
@@ -240,6 +249,15 @@ impl<'a> Importer<'a> {
                 self.write(n, &elems)
             }
             "CONCAT" => self.concat(n),
+            "REPEAT" => {
+                let a = self.src(n, 0)?;
+                let ea = self.read(a)?;
+                let na = sizes(a)?;
+                let out = index_space(&sizes(n)?)
+                    .map(|i| ea[flat(&[i[0] % na[0], i[1] % na[1], i[2] % na[2], i[3] % na[3]], &na)])
+                    .collect();
+                self.fresh(n, out)
+            }
             "GET_ROWS" => self.get_rows(n),
             "SET_ROWS" => attention::set_rows(self, n),
             _ => compute::read(self, n),
@@ -409,7 +427,7 @@ impl<'a> Importer<'a> {
     fn materialise(&mut self, elems: &[Elem], shape: &[usize]) -> Result<TensorId, String> {
         let ids: Vec<(TensorId, usize)> = elems
             .iter()
-            .map(|e| match *e {
+            .map(|&e| match delta::resolve(self, e) {
                 Elem::Ir(t, i) => Ok((t, i)),
                 other => Err(format!("an operand that holds {other:?}, not a value of the step")),
             })
@@ -428,7 +446,9 @@ impl<'a> Importer<'a> {
         kind.infer(&tys).map_err(|e| format!("{}: {e}", kind.name()))?;
         let name = self.rec.nodes.get(self.at).map_or("imported", |n| n.name.as_str()).to_string();
         self.origin.push(self.label());
-        Ok(self.builder.op1(kind, inputs, &name))
+        let out = self.builder.op1(kind.clone(), inputs, &name);
+        self.produced.insert(out, (kind, inputs.to_vec()));
+        Ok(out)
     }
 
     /// Writes op `kind` of two outputs on `inputs`.

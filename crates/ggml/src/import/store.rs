@@ -10,6 +10,8 @@ pub enum Elem {
     /// Element `offset` of KV cache `cache` as it was when the step began: a value of an earlier
     /// position, or a cell not yet written.
     Cell { cache: usize, offset: usize },
+    /// Element `index` of part `part` of a delta rule composed of primitive ops (`delta.rs`).
+    Part(usize, usize),
     /// Nothing written yet.
     Unset,
 }
