@@ -238,3 +238,70 @@ fn a_conv_state_shifted_the_wrong_way_is_refuted_at_its_copy() {
     assert_eq!(r.output, "conv@l0");
     assert!(r.why.contains("llama.cpp: node n19 `conv_state_update-0 (copy of conv_state_last-0)` (CPY)"), "{}", r.why);
 }
+
+/// `json` with node `new` inserted before the node whose id is `before`.
+fn insert_before(json: &mut Value, before: &str, new: Value) {
+    let nodes = json["nodes"].as_array_mut().expect("nodes");
+    let at = nodes.iter().position(|n| n["id"] == before).unwrap_or_else(|| panic!("no node {before}"));
+    nodes.insert(at, new);
+}
+
+/// Points source `slot` of node `id` at `to`.
+fn rewire(json: &mut Value, id: &str, slot: usize, to: &str) {
+    let nodes = json["nodes"].as_array_mut().expect("nodes");
+    let n = nodes.iter_mut().find(|n| n["id"] == id).unwrap_or_else(|| panic!("no node {id}"));
+    n["src"][slot] = serde_json::json!({ "id": to, "name": to });
+}
+
+/// A node of `op` on `src` with sizes `ne`, contiguous f32, a view of `view` when given.
+fn made(id: &str, op: &str, ne: [i64; 4], src: &[&str], view: Option<&str>) -> Value {
+    let nb = [4, 4 * ne[0], 4 * ne[0] * ne[1], 4 * ne[0] * ne[1] * ne[2]];
+    serde_json::json!({
+        "id": id, "name": id, "op": op, "type": "f32", "ne": ne, "nb": nb, "op_params": vec![0; 16], "flags": [],
+        "view_src": view.map(|v| serde_json::json!({ "id": v, "name": v })), "view_offs": 0,
+        "src": src.iter().map(|s| serde_json::json!({ "id": s, "name": s })).collect::<Vec<_>>(),
+    })
+}
+
+#[test]
+fn the_decay_applied_after_the_update_is_refused_at_the_keys_read() {
+    // In the primitive composition of the converter's layer 0: the keys are read from the
+    // undecayed state and the update added to it, then the sum decayed (`n35` is `EXP(g)`).
+    let mut json = read("converter-f32-f32kv-primitive");
+    assert_eq!(node(&mut json, "node_35")["unary"], "EXP");
+    rewire(&mut json, "n47", 0, "n27");
+    rewire(&mut json, "n58", 0, "n27");
+    insert_before(&mut json, "n59", made("late_decay", "MUL", [8, 8, 4, 1], &["n58", "n35"], None));
+    rewire(&mut json, "n60", 0, "late_decay");
+    rewire(&mut json, "n67", 0, "late_decay");
+    let e = verdict(&json).expect_err("refused");
+    assert!(e.starts_with("node n47 `node_47` (MUL)"), "{e}");
+}
+
+#[test]
+fn value_heads_read_grouped_instead_of_tiled_are_refuted() {
+    // The converter's file has 2 key heads for 4 value heads, tiled: value head h reads key head
+    // h mod 2. Here the normalised keys and queries are repeated grouped instead (h reads h / 2),
+    // as `repeat_interleave` would: `[dk, 1, 2]` repeated to `[dk, 2, 2]`, then read as 4 heads.
+    let mut json = read("converter-f32-f32kv-primitive");
+    for (x, repeat, consumer) in [("n41", "n42", "n43"), ("n63", "n64", "n65")] {
+        let (three, four) = (format!("{repeat}_as_3d"), format!("{repeat}_as_4_heads"));
+        insert_before(&mut json, repeat, made(&three, "RESHAPE", [8, 1, 2, 1], &[x], Some(x)));
+        let r = node_by_id(&mut json, repeat);
+        r["ne"] = serde_json::json!([8, 2, 2, 1]);
+        r["nb"] = serde_json::json!([4, 32, 64, 128]);
+        r["src"][0] = serde_json::json!({ "id": three, "name": three });
+        insert_before(&mut json, consumer, made(&four, "RESHAPE", [8, 4, 1, 1], &[repeat], Some(repeat)));
+        rewire(&mut json, consumer, 0, &four);
+    }
+    let v = verdict(&json).expect("imported");
+    let ProofVerdict::Refuted(r) = &v else { panic!("{v}") };
+    assert!(r.why.contains("grouped] vs delta_rule[hv=4, hk=2, dk=8, dv=8, tiled]"), "{}", r.why);
+    assert!(r.why.contains("llama.cpp: node n68 `node_68` (SUM_ROWS)"), "{}", r.why);
+    assert!(r.witness.is_some(), "a refutation with its witness");
+}
+
+fn node_by_id<'a>(json: &'a mut Value, id: &str) -> &'a mut Value {
+    let nodes = json["nodes"].as_array_mut().expect("nodes");
+    nodes.iter_mut().find(|n| n["id"] == id).unwrap_or_else(|| panic!("no node {id}"))
+}
