@@ -305,3 +305,49 @@ fn node_by_id<'a>(json: &'a mut Value, id: &str) -> &'a mut Value {
     let nodes = json["nodes"].as_array_mut().expect("nodes");
     nodes.iter_mut().find(|n| n["id"] == id).unwrap_or_else(|| panic!("no node {id}"))
 }
+
+fn stepcheck(args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stepcheck"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("stepcheck runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn prove_and_check_against_llama_cpps_graph_report_the_link_and_its_numerics() {
+    let model = "reference/fixtures/converter-f32/model.gguf";
+    let graph = "reference/fixtures/llama-graphs/converter-f32-f16kv-fused.json";
+    let (code, out) = stepcheck(&["prove", model, "--against-llama-graph", graph]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("llama.cpp's step (246 ggml nodes, imported as"), "{out}");
+    assert!(out.contains("logits: llama.cpp ≡ authored"), "{out}");
+    assert!(out.contains("numerics of the imported graph: act=f32 kv=f16 state=f32"), "{out}");
+    let (code, out) = stepcheck(&["prove", model, "--json", "--against-llama-graph", graph]);
+    assert_eq!(code, 0, "{out}");
+    let v: Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(v["llama_cpp"]["verdict"], "proved");
+    let (code, out) = stepcheck(&["check", model, "--against-llama-graph", graph]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.lines().next().is_some_and(|h| h.contains("llama.cpp")), "{out}");
+}
+
+#[test]
+fn a_mutated_llama_graph_fails_prove_and_check_naming_its_node() {
+    let mut json = read("qwen35-c-f32kv-fused");
+    node(&mut json, "Qcur-3")["op_params"][11] = 1.into();
+    let dir = std::env::temp_dir().join(format!("stepcheck-llama-link-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let path = dir.join("mutated.json");
+    std::fs::write(&path, json.to_string()).expect("written");
+    let model = "reference/fixtures/qwen35-c/model.gguf";
+    let graph = path.to_str().expect("a path");
+    let (code, out) = stepcheck(&["prove", model, "--against-llama-graph", graph]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("not imported: node n183 `Qcur-3` (ROPE)"), "{out}");
+    let (code, out) = stepcheck(&["check", model, "--against-llama-graph", graph]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("not imported"), "{out}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -169,6 +169,11 @@ pub struct CheckArgs {
     /// `transformers` column, and a verdict other than `proved` fails the check.
     #[arg(long, value_name = "GRAPH", conflicts_with = "batch")]
     pub against: Option<PathBuf>,
+    /// Also prove llama.cpp's own step (a recording of its compute graph for this GGUF, as
+    /// `reference/record_llama_graph.py` writes it) equal to the one model's authored graph: a
+    /// `llama.cpp` column, and a verdict other than `proved` fails the check.
+    #[arg(long, value_name = "GRAPH", conflicts_with = "batch")]
+    pub against_llama_graph: Option<PathBuf>,
 }
 
 /// Which model: a Hugging Face folder or a `.gguf` file, or a preset with seeded random weights.

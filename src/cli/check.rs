@@ -17,13 +17,14 @@
 //! When no model is judged at all, the status is 2.
 //!
 //! With `--against GRAPH` (one model), transformers' own exported step is proved against the
-//! model's authored graph too: a `transformers` column, and anything but `proved` fails the row.
+//! model's authored graph too: a `transformers` column, and anything but `proved` fails the row;
+//! with `--against-llama-graph GRAPH`, llama.cpp's own recorded step: a `llama.cpp` column.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use super::CliError;
-use super::against::against;
+use super::against::{Against, against, against_llama};
 use super::args::CheckArgs;
 use super::plural::plural;
 use super::progress::Progress;
@@ -92,6 +93,9 @@ pub fn check(a: CheckArgs) -> Result<ExitCode, CliError> {
     if a.against.is_some() && a.models.len() + a.preset.len() != 1 {
         return Err("--against checks one model against transformers' graph: name exactly one model or preset".into());
     }
+    if a.against_llama_graph.is_some() && a.models.len() + a.preset.len() != 1 {
+        return Err("--against-llama-graph checks one model against llama.cpp's graph: name exactly one model".into());
+    }
     let budget = Budget::new(a.max_gib);
     let table = rows(&a, "", |source, explicit, p| check_one(&a, source, budget.as_ref(), explicit, p))?;
     table.finish(Addendum::default())
@@ -145,6 +149,16 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
         }
         None => None,
     };
+    let llama = match &a.against_llama_graph {
+        Some(path) => {
+            p.show(&format!("{label}: proving llama.cpp's step"));
+            match against_llama(path, &spec, &authored) {
+                Ok(l) => Some(l),
+                Err(e) => return Row::error("Against", e.to_string()),
+            }
+        }
+        None => None,
+    };
     let graph = EngineShim::default().prepare(&authored);
     let program = match lower_graph(&graph, a.numerics) {
         Ok(p) => p,
@@ -159,23 +173,26 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
     if !proof.is_proved() {
         details.push(proof.to_string());
     }
-    let (transformers, link_exit) = match link.map(|l| l.outcome) {
+    let mut column = |link: Option<Against>, whose: &str| match link.map(|l| l.outcome) {
         Some(Ok(v)) if v.is_proved() => (Some("proved"), 0),
         Some(Ok(v)) => {
-            details.push(format!("transformers ≡ authored: {v}"));
+            details.push(format!("{whose} ≡ authored: {v}"));
             (Some(v.word()), 1)
         }
         Some(Err(why)) => {
-            details.push(format!("transformers' step not imported: {why}"));
+            details.push(format!("{whose}' step not imported: {why}"));
             (Some("not imported"), 1)
         }
         None => (None, 0),
     };
+    let (transformers, link_exit) = column(link, "transformers");
+    let (llama_cpp, llama_exit) = column(llama, "llama.cpp");
     details.retain(|d| !d.is_empty());
     Row {
         proof: proof_word,
         transformers,
-        exit: row.exit.max(proof_exit).max(link_exit),
+        llama_cpp,
+        exit: row.exit.max(proof_exit).max(link_exit).max(llama_exit),
         detail: details.join("\n"),
         ..row
     }

@@ -36,6 +36,10 @@ pub(super) struct Row {
     /// `inconclusive` or `not imported`; not `proved` asks for exit status 1.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transformers: Option<&'static str>,
+    /// With `--against-llama-graph`: llama.cpp's step against the authored graph, as
+    /// `transformers` is.
+    #[serde(rename = "llama.cpp", skip_serializing_if = "Option::is_none")]
+    pub llama_cpp: Option<&'static str>,
     /// For `agree`: the largest error of the engine's exact run against the reference, relative
     /// to its tensor's scale.
     pub structure: Option<f64>,
@@ -78,6 +82,16 @@ type Column = (&'static str, usize, fn(&Row) -> String);
 /// The header of the column `--against` adds; the table shows it only then.
 const TRANSFORMERS: &str = "transformers";
 
+/// The header of the column `--against-llama-graph` adds; the table shows it only then.
+const LLAMA_CPP: &str = "llama.cpp";
+
+/// What the `llama.cpp` column means, added to the legend with `--against-llama-graph`.
+const LEGEND_AGAINST_LLAMA: &str = "
+llama.cpp: llama.cpp's own compute graph for the step, recorded through its eval callback, proved to
+  compute what the authored step computes (`proved`, its roundings stated), `refuted`,
+  `inconclusive`, or `not imported` (a node the importer cannot follow); `stepcheck prove
+  --against-llama-graph` prints it in full. Anything but `proved` fails the check (exit 1).";
+
 /// What the `transformers` column means, added to the legend with `--against`.
 const LEGEND_AGAINST: &str = "
 transformers: transformers' own exported step proved to compute what the authored step computes
@@ -92,6 +106,7 @@ const COLUMNS: &[Column] = &[
     ("commands", 8, |r| r.commands.map_or("-".into(), |c| c.to_string())),
     ("proof", 12, |r| r.proof.unwrap_or("-").to_string()),
     (TRANSFORMERS, 12, |r| r.transformers.unwrap_or("-").to_string()),
+    (LLAMA_CPP, 12, |r| r.llama_cpp.unwrap_or("-").to_string()),
     ("structure", 9, |r| r.structure.map_or("-".into(), |x| format!("{x:.2e}"))),
     ("max rel", 9, |r| r.max_rel.map_or("-".into(), |x| format!("{x:.2e}"))),
     ("bound", 9, |r| r.widest.map_or("-".into(), |x| format!("{x:.2e}"))),
@@ -135,7 +150,8 @@ pub(super) struct Table {
     legend: Option<String>,
     /// Whether the user named the models (a skipped one is then a failure to check it).
     explicit: bool,
-    /// The columns shown: every one, the `transformers` column only with `--against`.
+    /// The columns shown: every one, the `transformers` column only with `--against`, the
+    /// `llama.cpp` one only with `--against-llama-graph`.
     columns: Vec<Column>,
     rows: Vec<Row>,
 }
@@ -147,10 +163,15 @@ impl Table {
         let names = short_names(models);
         let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(5).max(5);
         let against = if a.against.is_some() { LEGEND_AGAINST } else { "" };
+        let llama = if a.against_llama_graph.is_some() { LEGEND_AGAINST_LLAMA } else { "" };
         let legend = (!a.json && (a.legend || std::io::stdout().is_terminal()))
-            .then(|| format!("{LEGEND}{against}{legend_more}"));
-        let columns: Vec<Column> =
-            COLUMNS.iter().copied().filter(|(name, ..)| *name != TRANSFORMERS || a.against.is_some()).collect();
+            .then(|| format!("{LEGEND}{against}{llama}{legend_more}"));
+        let columns: Vec<Column> = COLUMNS
+            .iter()
+            .copied()
+            .filter(|(name, ..)| *name != TRANSFORMERS || a.against.is_some())
+            .filter(|(name, ..)| *name != LLAMA_CPP || a.against_llama_graph.is_some())
+            .collect();
         if !a.json {
             let mut header = format!("{:<width$}", "model");
             for (name, w, _) in &columns {
