@@ -384,6 +384,8 @@ def main() -> int:
     ap.add_argument("--graph-step", type=int, default=2)
     ap.add_argument("--tokens", default="1,2,3,4")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--logits-head", type=int, default=0,
+                    help="keep only the first N logits of each step (a large vocabulary's would be megabytes)")
     ap.add_argument("--verbose", action="store_true", help="keep llama.cpp's log (stderr)")
     ap.add_argument("--tmp", type=Path, default=Path("/tmp/stepcheck-llama-graph"),
                     help="where a patched copy of the GGUF is written when llama.cpp cannot run the file as is")
@@ -463,7 +465,7 @@ def main() -> int:
         if rec.error is not None:
             raise rec.error
         p = L.llama_get_logits_ith(ctx, -1)
-        logits.append([float(p[i]) for i in range(n_vocab)])
+        logits.append([float(p[i]) for i in range(args.logits_head or n_vocab)])
 
     # sanity on the first node: a named tensor with a plausible shape
     first = rec.nodes[0]
@@ -493,6 +495,7 @@ def main() -> int:
         "n_nodes": len(rec.nodes),
         "n_leaves": len(rec.leaves),
         "op_counts": dict(sorted(ops.items())),
+        "logits_kept": args.logits_head or n_vocab,
         "logits": logits,
         "inputs": inputs,
     }

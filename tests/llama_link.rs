@@ -342,3 +342,43 @@ fn a_mutated_llama_graph_fails_prove_and_check_naming_its_node() {
     assert!(out.contains("not imported"), "{out}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The recording of llama.cpp's graph at the qwen3.5-0.8b preset's shape (24 layers, 248320
+/// tokens; `reference/make_llama_big.py` writes the GGUF, which is not committed).
+const BIG: &str = "reference/fixtures/llama-graph-0.8b/qwen3.5-0.8b-f16-f32kv-fused.json";
+
+#[test]
+fn llama_cpps_graph_at_the_0_8b_shape_is_proved_equal_to_the_presets_authored_step() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(BIG);
+    let rec = stepcheck_ggml::read_recording(&path).expect("the recording");
+    let imported = stepcheck_ggml::import(&rec, "llama").expect("imported");
+    let spec = stepcheck::model::presets::preset("qwen3.5-0.8b").expect("the preset");
+    let authored = stepcheck::model::author::decode_step(&spec).expect("authored");
+    let v = prove_engine(&imported.graph, &imported.origin, &authored, &imported.numerics);
+    let ProofVerdict::Proved(p) = &v else { panic!("{v}") };
+    assert_eq!(p.numerics, "act=f16 kv=f32 state=f32");
+    assert_eq!(p.outputs.len(), 1 + 1 + 2 * 24, "the logits, the position and two states per layer");
+}
+
+/// Run by hand after `reference/make_llama_big.py` (its GGUF is 1.4 GiB, never committed):
+/// `cargo test --release --test llama_link -- --ignored`.
+#[test]
+#[ignore = "needs the 0.8B-shape GGUF reference/make_llama_big.py writes to /tmp"]
+fn llama_cpps_graph_at_the_0_8b_shape_run_by_the_reference_interpreter_gives_llama_cpps_logits() {
+    let gguf = Path::new("/tmp/qwen3.5-0.8b-f16.gguf");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(BIG);
+    let json: Value = serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
+    let rec = stepcheck_ggml::read_recording(&path).expect("the recording");
+    let imported = stepcheck_ggml::import(&rec, "llama").expect("imported");
+    let (_, ckpt) = ModelSource::Gguf(gguf.to_path_buf()).load().expect("the checkpoint");
+    let mut runner = Runner::new(&imported.graph, &ckpt).expect("a runner");
+    let kept = json["logits_kept"].as_u64().expect("the logits kept") as usize;
+    for (step, token) in json["tokens"].as_array().expect("tokens").iter().enumerate() {
+        let logits = runner.step(token.as_u64().expect("a token") as u32).expect("a step");
+        let err = relative(&logits[..kept], &numbers(&json["logits"][step]));
+        eprintln!("0.8B step {step}: {err:.2e} from llama.cpp's first {kept} logits");
+        // `act=f16`: llama.cpp rounds each product's column to f16, which the interpreter does
+        // not; compared, as the quantized recordings are, only at 10%.
+        assert!(err < 0.1, "step {step}: {err:.2e}");
+    }
+}
