@@ -382,3 +382,12 @@ fn llama_cpps_graph_at_the_0_8b_shape_run_by_the_reference_interpreter_gives_lla
         assert!(err < 0.1, "step {step}: {err:.2e}");
     }
 }
+
+#[test]
+fn an_earlier_step_that_wrote_its_key_at_another_cell_is_refused_by_the_rollouts_inputs() {
+    // The recorded step is position 2; step 1 wrote its key at cell 0, over step 0's.
+    let mut json = read("qwen35-c-f32kv-fused");
+    json["inputs"][1]["attn_inp_k_idxs"] = serde_json::json!([0]);
+    let e = verdict(&json).expect_err("refused");
+    assert!(e.contains("step 1's `attn_inp_k_idxs`: [0.0]"), "{e}");
+}

@@ -7,7 +7,7 @@
 //! before it, an id used twice, a size below zero or a stride that is not a whole byte count is an
 //! error; fields the reader does not need are ignored.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::Path;
 
@@ -30,6 +30,9 @@ pub struct Recording {
     pub delta_rule: String,
     /// The position the recorded step decoded.
     pub position: u64,
+    /// Every step's input values of the recorded rollout, by input leaf name, step 0 first (empty
+    /// when the recording has none).
+    pub steps: Vec<BTreeMap<String, Vec<f64>>>,
     pub leaves: Vec<Tensor>,
     pub nodes: Vec<Tensor>,
     /// Every tensor's index: `(false, i)` leaf `i`, `(true, i)` node `i`.
@@ -106,6 +109,7 @@ impl Recording {
             kv_cache_type: text("kv_cache_type")?,
             delta_rule: text("delta_rule")?,
             position,
+            steps: steps(&v["inputs"])?,
             leaves: vec![],
             nodes: vec![],
             index: HashMap::new(),
@@ -197,6 +201,26 @@ fn tensor(v: &Value) -> Result<Tensor, GraphError> {
         },
         id,
     })
+}
+
+/// Every step's input values, from the recording's `inputs` list (absent: none).
+fn steps(v: &Value) -> Result<Vec<BTreeMap<String, Vec<f64>>>, GraphError> {
+    let Some(list) = v.as_array() else { return Ok(vec![]) };
+    let fail = |why: &str| GraphError::Schema(format!("`inputs`: {why}"));
+    list.iter()
+        .map(|step| {
+            let step = step.as_object().ok_or_else(|| fail("a step that is not an object"))?;
+            step.iter()
+                .map(|(name, values)| {
+                    let values = match values {
+                        Value::Array(a) => a.iter().map(number).collect::<Option<Vec<f64>>>(),
+                        _ => None,
+                    };
+                    Ok((name.clone(), values.ok_or_else(|| fail("values that are not numbers"))?))
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// A recorded value: a JSON number, or `"inf"`, `"-inf"`, `"nan"` (which JSON has no numbers for).

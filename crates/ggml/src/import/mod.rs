@@ -126,6 +126,7 @@ pub fn import(rec: &Recording, name: &str) -> Result<Imported, GraphError> {
         pos,
         at: 0,
     };
+    check_rollout(rec)?;
     im.declare_states()?;
     for (i, n) in rec.nodes.iter().enumerate() {
         im.at = i;
@@ -533,6 +534,50 @@ impl follow::Emitter for Importer<'_> {
     fn memo(&mut self) -> &mut foldhash::HashMap<follow::Listed, TensorId> {
         &mut self.memo
     }
+}
+
+/// Checks the conventions at every step of the recorded rollout, where the recording holds its
+/// inputs: at step `p`, the token is embedded from `inp_tokens`, every position section but the
+/// fourth is `p` (the fourth `0`), the key is written at cell `p`, the state is slot 0, and the
+/// mask shows cells `0..=p`. The recorded step's own inputs are checked where they are read too.
+fn check_rollout(rec: &Recording) -> Result<(), GraphError> {
+    for (p, inputs) in rec.steps.iter().enumerate() {
+        let at = p as f64;
+        let fail = |name: &str, why: String| GraphError::Schema(format!("step {p}'s `{name}`: {why}"));
+        for (name, values) in inputs {
+            let ok = match name.as_str() {
+                "inp_pos" => {
+                    !values.is_empty()
+                        && values.len() % 4 == 0
+                        && values
+                            .chunks(values.len() / 4)
+                            .enumerate()
+                            .all(|(s, c)| c.iter().all(|&v| v == if s < 3 { at } else { 0.0 }))
+                }
+                "attn_inp_k_idxs" => values == &[at],
+                "rs_s_copy" => values.first() == Some(&0.0),
+                "out_ids" => values == &[0.0],
+                "attn_inp_kq_mask" => {
+                    // the first row: the one token's
+                    let cells = rec.leaves.iter().find(|l| l.name == *name).map_or(0, |l| l.ne[0].max(0) as usize);
+                    values.len() >= cells
+                        && values[..cells]
+                            .iter()
+                            .enumerate()
+                            .all(|(c, &m)| m == if c <= p { 0.0 } else { f64::NEG_INFINITY })
+                }
+                _ => true,
+            };
+            if !ok {
+                let shown: Vec<f64> = values.iter().take(8).copied().collect();
+                return Err(fail(
+                    name,
+                    format!("{shown:?}…, not the conventions' (docs/IMPORT.md) for one sequence at position {p}"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How a state leaf's elements map to its IR state's.
