@@ -214,16 +214,11 @@ def input_values(t: ggml_tensor) -> list | None:
 
 def value_stats(t: ggml_tensor) -> list | None:
     """[sum, sum of |x|, min, max] (float64 over the logical elements) of a computed node, read through its
-    ne/nb from host memory; None for empty tensors and types other than f32/f16/i32."""
-    name = _ggml.ggml_type_name(t.type).decode()
-    ne, nb = list(t.ne), list(t.nb)
-    if name not in _NP_TYPES or not t.data or min(ne) == 0:
+    ne/nb from host memory; None for empty tensors and types other than f32/f16/i32/i64."""
+    a = logical(t)
+    if a is None:
         return None
-    dt = np.dtype(_NP_TYPES[name])
-    extent = sum((n - 1) * b for n, b in zip(ne, nb)) + dt.itemsize
-    raw = np.frombuffer((ctypes.c_char * extent).from_address(t.data), dtype=np.uint8)
-    a = np.lib.stride_tricks.as_strided(raw.view(dt) if extent % dt.itemsize == 0 else raw[:extent - extent % dt.itemsize].view(dt),
-                                        shape=ne[::-1], strides=nb[::-1]).astype(np.float64)
+    a = a.astype(np.float64)
     return [float(a.sum()), float(np.abs(a).sum()), float(a.min()), float(a.max())]
 
 

@@ -17,10 +17,13 @@
 //! | a conv window's newest `K−1` columns and then a vector | `conv_shift` of the window and the vector |
 //!
 //! Anything else (a transposed matrix, a gather) is refused with what the values are; the importer
-//! names the node that needed them.
+//! names the node that needed them. [`prune`] then drops what the imported graph's outputs do not
+//! read.
 
 #![forbid(unsafe_code)]
 
 mod materialise;
+mod prune;
 
 pub use materialise::{Emitter, Listed, materialise, reshaped};
+pub use prune::prune;

@@ -596,29 +596,8 @@ pub(super) fn int_arg(n: &Node, name: &str) -> Result<i64, String> {
     }
 }
 
-/// Drops the ops whose outputs nothing reads (the eager translations a composite row replaced),
-/// and the constants no op reads.
+/// `im` without the ops nothing reads (`follow::prune`).
 fn prune(mut im: Imported) -> Imported {
-    let g = &mut im.graph;
-    let mut live = vec![false; g.tensors.len()];
-    live[g.logits.0] = true;
-    for s in &g.states {
-        live[s.write.0] = true;
-    }
-    let mut keep = vec![false; g.ops.len()];
-    for (i, op) in g.ops.iter().enumerate().rev() {
-        if op.outputs.iter().any(|t| live[t.0]) {
-            keep[i] = true;
-            for t in &op.inputs {
-                live[t.0] = true;
-            }
-        }
-    }
-    let mut k = keep.iter();
-    g.ops.retain(|_| *k.next().unwrap_or(&false));
-    let mut k = keep.iter();
-    im.origin.retain(|_| *k.next().unwrap_or(&false));
-    g.consts.retain(|c| live[c.tensor.0]);
-    g.compact();
+    follow::prune(&mut im.graph, &mut im.origin);
     im
 }
