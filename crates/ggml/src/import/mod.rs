@@ -128,9 +128,15 @@ pub fn import(rec: &Recording, name: &str) -> Result<Imported, GraphError> {
     };
     check_rollout(rec)?;
     im.declare_states()?;
+    let last = last_reads(rec);
     for (i, n) in rec.nodes.iter().enumerate() {
         im.at = i;
         im.node(n).map_err(|why| node_error(n, why))?;
+        // A node's storage no later node reads is dropped: the 0.8B shape's delta states would
+        // otherwise be kept five times a layer.
+        for root in last.get(i).into_iter().flatten() {
+            im.stores.remove(root);
+        }
     }
     im.finish()
 }
@@ -534,6 +540,25 @@ impl follow::Emitter for Importer<'_> {
     fn memo(&mut self) -> &mut foldhash::HashMap<follow::Listed, TensorId> {
         &mut self.memo
     }
+}
+
+/// For each node, the storages of nodes (never of leaves: the states' are read at the step's end)
+/// that no node after it reads, through a source or a view.
+fn last_reads(rec: &Recording) -> Vec<Vec<String>> {
+    let root = |id: &str| rec.get(id).map_or(id.to_string(), |t| t.view_src.clone().unwrap_or_else(|| t.id.clone()));
+    let mut last: HashMap<String, usize> = HashMap::new();
+    for (i, n) in rec.nodes.iter().enumerate() {
+        for id in n.src.iter().flatten().chain(&n.view_src).chain(std::iter::once(&n.id)) {
+            last.insert(root(id), i);
+        }
+    }
+    let mut out = vec![vec![]; rec.nodes.len()];
+    for (r, i) in last {
+        if rec.get(&r).is_some_and(|t| t.op != "NONE") && i + 1 < rec.nodes.len() {
+            out[i].push(r);
+        }
+    }
+    out
 }
 
 /// Checks the conventions at every step of the recorded rollout, where the recording holds its
