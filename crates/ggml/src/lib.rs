@@ -10,7 +10,7 @@
 //! no row, a source that is not an earlier tensor, or sizes a rule does not give is a
 //! [`GraphError`] naming the node — never a guess.
 //!
-//! [`import`] translates a recording into the one IR, following every storage element by element
+//! [`import()`] translates a recording into the one IR, following every storage element by element
 //! (`follow`'s materialisation, shared with the importer of transformers' graph). The crate
 //! depends on the IR and `follow` alone: what it reads is llama.cpp's.
 

@@ -14,7 +14,7 @@
 //! | `ROPE(x, pos)`, NeoX or IMRoPE with every section the position | `rope(θ, n_dims, neox)` |
 //! | `GATED_DELTA_NET(q, k, v, g, β, S)`, one token, one state | `delta_rule(tiled)`, its output scaled by `1/√S_v` |
 //! | `FLASH_ATTN_EXT(q, k, v, mask)` over the KV cache | `attention(s, grouped)` |
-//! | `MUL`, `ADD`, `SUB`, `SUM_ROWS` composing the delta rule | one `delta_rule` ([`delta`]) |
+//! | `MUL`, `ADD`, `SUB`, `SUM_ROWS` composing the delta rule | one `delta_rule` (`delta`) |
 //!
 //! A node's result is its IR tensor's values in ggml's logical order (`ne0` fastest), which is
 //! the row-major order of the sizes reversed.

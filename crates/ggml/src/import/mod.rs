@@ -2,12 +2,12 @@
 //!
 //! A ggml tensor is a strided view (`ne`, `nb` in bytes, `view_offs`) of a storage: a leaf's, or
 //! a node's that is not a view. The importer keeps every storage as a list of what each of its
-//! elements holds ([`Elem`]) — a value of an IR tensor, or a cell of a state as it was when the
+//! elements holds (`Elem`) — a value of an IR tensor, or a cell of a state as it was when the
 //! step began — and reads a tensor through its recorded sizes and strides, so `VIEW`, `RESHAPE`,
 //! `PERMUTE`, `TRANSPOSE`, `CONT`, `CPY`, `CONCAT`, `GET_ROWS` by a known index and `SET_ROWS`
 //! into a state are followed element by element and write no IR op. A compute op's operands are
-//! materialised by `follow`'s exact rules and the op is written by its row in [`compute`]; the
-//! attention over the KV cache is read as one IR `attention` ([`attention`]).
+//! materialised by `follow`'s exact rules and the op is written by its row in `compute`; the
+//! attention over the KV cache is read as one IR `attention` (`attention`).
 //!
 //! The conventions, each checked where it is used, are llama.cpp's for one sequence decoded one
 //! token per step into an empty memory:
