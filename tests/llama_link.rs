@@ -10,47 +10,60 @@ use serde_json::Value;
 use stepcheck::prove::engine::prove_engine;
 use stepcheck::prove::{Link, ProofVerdict};
 use stepcheck::source::ModelSource;
-use stepcheck_interp::Runner;
+use stepcheck_interp::{Rounding, Runner};
 
-/// What each recording gives: imported at `numerics` and run within `bound` of llama.cpp's
-/// logits (relative to their largest).
-struct Expect {
-    numerics: &'static [&'static str],
-    bound: f64,
-}
+/// The bound on the logits' difference from llama.cpp's, relative to their largest: the 1e-4 the
+/// transformers link holds its f32 graphs to (docs/SOUNDNESS.md). The reference interpreter
+/// (f64) rounds where the importer placed llama.cpp's roundings (`Runner::round_input`: its
+/// product columns to their weights' dot type, its F16 cache's rows, the queries for an F16
+/// cache), so what is left is f32's own rounding and the two the interpreter does not make: an
+/// F16 cache's softmax weights rounded to f16 before the values' product, and flash attention's
+/// f16 sum (measured: 8.0e-5 at most, docs/IMPORT.md).
+const BOUND: f64 = 1e-4;
 
-/// f32 throughout: the reference interpreter (f64) and llama.cpp (f32) differ by f32's rounding
-/// only, within the 1e-4 the transformers link allows (docs/SOUNDNESS.md).
-const F32: Expect = Expect { numerics: &[], bound: 1e-4 };
+/// An F16 cache: the keys and values rounded as they are stored, the queries to f16 for the
+/// scores, and the softmax weights to f16 for the values (or, in flash attention, the weighted
+/// values summed in f16).
+const F16_CACHE: &[&str] = &["kv=f16", "kv=f16", "act=f16", "attn=f16"];
 
-/// The graphs and what each gives. The F16 caches round every key and value once to f16 (unit
-/// roundoff 2⁻¹¹ ≈ 4.9e-4), which the interpreter does not: compared at 1e-3, twice that, a stated
-/// bound rather than one derived through the network. A quantized checkpoint's products round
-/// their column to q8 (`act=q8_0`, `act=q8_K`), a relative error of up to 1/254 per value that the
-/// interpreter does not make either: compared only at 10%, which catches a misread structure (a
-/// head order, a transposed state) but not a numeric one — until the interpreter runs at
-/// llama.cpp's numerics.
-const GRAPHS: &[(&str, Expect)] = &[
-    ("converter-f32-f16kv-fused", Expect { numerics: &["kv=f16", "kv=f16"], bound: 1e-3 }),
-    (
-        "converter-f32-f16kv-fused-faauto",
-        Expect { numerics: &["kv=f16", "kv=f16", "act=f16", "attn=f16"], bound: 1e-3 },
-    ),
-    ("converter-f32-f16kv-primitive", Expect { numerics: &["kv=f16", "kv=f16"], bound: 1e-3 }),
-    ("converter-f32-f32kv-fused", F32),
-    ("converter-f32-f32kv-primitive", F32),
-    ("converter-f32-mtp-f32kv-fused", F32),
-    ("converter-f32-mtp-f32kv-primitive", F32),
-    ("converter-q8_0-f32kv-fused", Expect { numerics: &["act=q8_0"; 32], bound: 0.1 }),
-    ("converter-q8_0-f32kv-primitive", Expect { numerics: &["act=q8_0"; 32], bound: 0.1 }),
-    ("quant-models-q4_k_m-f32kv-fused", Expect { numerics: &["act=q8_K"; 16], bound: 0.1 }),
-    ("quant-models-q4_k_m-f32kv-primitive", Expect { numerics: &["act=q8_K"; 16], bound: 0.1 }),
-    ("qwen35-c-f32kv-fused", F32),
-    ("qwen35-c-f32kv-primitive", F32),
+/// The graphs and the roundings each makes, in the order the importer meets them.
+const GRAPHS: &[(&str, &[&str])] = &[
+    ("converter-f32-f16kv-fused", F16_CACHE),
+    ("converter-f32-f16kv-fused-faauto", F16_CACHE),
+    ("converter-f32-f16kv-primitive", F16_CACHE),
+    ("converter-f32-f32kv-fused", &[]),
+    ("converter-f32-f32kv-primitive", &[]),
+    ("converter-f32-mtp-f32kv-fused", &[]),
+    ("converter-f32-mtp-f32kv-primitive", &[]),
+    ("converter-q8_0-f32kv-fused", &["act=q8_0"; 32]),
+    ("converter-q8_0-f32kv-primitive", &["act=q8_0"; 32]),
+    ("quant-models-q4_k_m-f32kv-fused", &["act=q8_K"; 16]),
+    ("quant-models-q4_k_m-f32kv-primitive", &["act=q8_K"; 16]),
+    ("qwen35-c-f32kv-fused", &[]),
+    ("qwen35-c-f32kv-primitive", &[]),
 ];
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("reference/fixtures/llama-graphs")
+}
+
+/// A runner of `imported` on `ckpt` that rounds where llama.cpp does (its product columns, its
+/// F16 cache's rows), as the importer placed the roundings.
+fn at_llamas_numerics<'c>(
+    imported: &'c stepcheck_ggml::Imported,
+    ckpt: &'c stepcheck::model::Checkpoint,
+) -> Runner<'c> {
+    let mut runner = Runner::new(&imported.graph, ckpt).expect("a runner");
+    for p in &imported.places {
+        let r = match p.to.as_str() {
+            "f16" => Rounding::F16,
+            "q8_0" => Rounding::Q8_0,
+            "q8_K" => Rounding::Q8K,
+            other => panic!("a rounding to {other}"),
+        };
+        runner.round_input(p.op, p.input, r).expect("the op's input");
+    }
+    runner
 }
 
 /// The largest difference over the largest magnitude of `want`.
@@ -108,18 +121,18 @@ fn every_imported_llama_graph_run_by_the_reference_interpreter_gives_llama_cpps_
         let json: Value = serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("json");
         let rec = stepcheck_ggml::read_recording(&path).expect("the recording");
         let imported = stepcheck_ggml::import(&rec, "llama").unwrap_or_else(|e| panic!("{name}: {e}"));
-        let Expect { numerics, bound } = expect;
+        let numerics = expect;
         let kinds: Vec<&str> = imported.numerics.iter().map(|n| n.split(' ').next().unwrap_or("")).collect();
         assert_eq!(&kinds, numerics, "{name}: the numerics");
         let model =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("reference").join(json["model"].as_str().expect("model"));
         let (_, ckpt) = ModelSource::Gguf(model).load().expect("the checkpoint");
-        let mut runner = Runner::new(&imported.graph, &ckpt).expect("a runner");
+        let mut runner = at_llamas_numerics(&imported, &ckpt);
         for (step, token) in json["tokens"].as_array().expect("tokens").iter().enumerate() {
             let logits = runner.step(token.as_u64().expect("a token") as u32).expect("a step");
             let err = relative(&logits, &numbers(&json["logits"][step]));
             eprintln!("{name} step {step}: {err:.2e} from llama.cpp's logits");
-            assert!(err < *bound, "{name} step {step}: {err:.2e} from llama.cpp's logits, bound {bound:.0e}");
+            assert!(err < BOUND, "{name} step {step}: {err:.2e} from llama.cpp's logits, bound {BOUND:.0e}");
         }
     }
 }
@@ -146,7 +159,7 @@ fn read(name: &str) -> Value {
 fn every_imported_llama_graph_is_proved_equal_to_the_authored_step_at_the_numerics_it_runs() {
     let mut proved = 0;
     for (name, expect) in GRAPHS {
-        let numerics = expect.numerics;
+        let numerics = *expect;
         let v = verdict(&read(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         let ProofVerdict::Proved(p) = &v else { panic!("{name}: {v}") };
         let of = |key: &str| numerics.iter().find_map(|n| n.strip_prefix(key));
@@ -314,7 +327,7 @@ fn prove_and_check_against_llama_cpps_graph_report_the_link_and_its_numerics() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("llama.cpp's step (246 ggml nodes, imported as"), "{out}");
     assert!(out.contains("logits: llama.cpp ≡ authored"), "{out}");
-    assert!(out.contains("numerics of the imported graph: act=f32 kv=f16 state=f32"), "{out}");
+    assert!(out.contains("numerics of the imported graph: act=f16 kv=f16 attn=f16 state=f32"), "{out}");
     let (code, out) = stepcheck(&["prove", model, "--json", "--against-llama-graph", graph]);
     assert_eq!(code, 0, "{out}");
     let v: Value = serde_json::from_str(out.trim()).expect("one JSON object");
@@ -371,15 +384,15 @@ fn llama_cpps_graph_at_the_0_8b_shape_run_by_the_reference_interpreter_gives_lla
     let rec = stepcheck_ggml::read_recording(&path).expect("the recording");
     let imported = stepcheck_ggml::import(&rec, "llama").expect("imported");
     let (_, ckpt) = ModelSource::Gguf(gguf.to_path_buf()).load().expect("the checkpoint");
-    let mut runner = Runner::new(&imported.graph, &ckpt).expect("a runner");
+    let mut runner = at_llamas_numerics(&imported, &ckpt);
     let kept = json["logits_kept"].as_u64().expect("the logits kept") as usize;
     for (step, token) in json["tokens"].as_array().expect("tokens").iter().enumerate() {
         let logits = runner.step(token.as_u64().expect("a token") as u32).expect("a step");
         let err = relative(&logits[..kept], &numbers(&json["logits"][step]));
         eprintln!("0.8B step {step}: {err:.2e} from llama.cpp's first {kept} logits");
-        // `act=f16`: llama.cpp rounds each product's column to f16, which the interpreter does
-        // not; compared, as the quantized recordings are, only at 10%.
-        assert!(err < 0.1, "step {step}: {err:.2e}");
+        // With its product columns rounded to f16 as llama.cpp's are, the 24 random layers still
+        // leave 1.4e-3 to 1.6e-3 (docs/IMPORT.md: not yet explained); held, by hand, to 1%.
+        assert!(err < 1e-2, "step {step}: {err:.2e}");
     }
 }
 

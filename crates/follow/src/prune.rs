@@ -4,8 +4,9 @@
 use ir::Graph;
 
 /// Drops from `graph` every op none of whose outputs the logits or a state's end reads, and every
-/// constant no op reads; `origin` (one label per op) keeps the labels of the ops kept.
-pub fn prune(graph: &mut Graph, origin: &mut Vec<String>) {
+/// constant no op reads; `origin` (one label per op) keeps the labels of the ops kept. Returns each
+/// op's index after the pruning (`None` for one dropped).
+pub fn prune(graph: &mut Graph, origin: &mut Vec<String>) -> Vec<Option<usize>> {
     let mut live = vec![false; graph.tensors.len()];
     live[graph.logits.0] = true;
     for s in &graph.states {
@@ -20,10 +21,19 @@ pub fn prune(graph: &mut Graph, origin: &mut Vec<String>) {
             }
         }
     }
+    let mut kept = 0;
+    let moved = keep
+        .iter()
+        .map(|&k| {
+            kept += usize::from(k);
+            k.then(|| kept - 1)
+        })
+        .collect();
     let mut k = keep.iter();
     graph.ops.retain(|_| *k.next().unwrap_or(&false));
     let mut k = keep.iter();
     origin.retain(|_| *k.next().unwrap_or(&false));
     graph.consts.retain(|c| live[c.tensor.0]);
     graph.compact();
+    moved
 }

@@ -10,11 +10,13 @@
 #![forbid(unsafe_code)]
 
 mod ops;
+mod rounding;
 mod values;
 
 use formats::bind::{self, BindError};
 use formats::checkpoint::Checkpoint;
 use ir::{Graph, GraphError, StateKind, Ty};
+pub use rounding::Rounding;
 pub use values::Decoded;
 use values::{ConstView, Fault, Value};
 
@@ -72,6 +74,8 @@ pub struct Runner<'c> {
     /// constant (set once, by [`Runner::new`]) and nothing else: a step sets the token and the
     /// states, its ops write the rest, and it clears all of that again when it ends.
     env: Vec<Option<Value<'c>>>,
+    /// For each op, an input to round before the op reads it, and how (none unless asked).
+    rounded: Vec<Option<(usize, Rounding)>>,
 }
 
 impl<'c> Runner<'c> {
@@ -107,7 +111,19 @@ impl<'c> Runner<'c> {
                 .ok_or_else(|| InterpError::State { state: graph.name_of(s.read).to_string(), ty: ty.clone() })?;
             state.push(start);
         }
-        Ok(Runner { graph, state, env })
+        Ok(Runner { graph, state, env, rounded: vec![None; graph.ops.len()] })
+    }
+
+    /// Rounds input `input` of op `op` by `rounding` before the op reads it, at every step: another
+    /// engine's rounding (llama.cpp's product columns, its F16 cache), so that its values can be
+    /// compared with this graph's at f32 tolerance. The check never asks for one.
+    pub fn round_input(&mut self, op: usize, input: usize, rounding: Rounding) -> Result<(), InterpError> {
+        let arity = self.graph.ops.get(op).map(|o| o.inputs.len());
+        if arity.is_none_or(|n| input >= n) {
+            return Err(InterpError::Missing { what: format!("input {input} of op {op}") });
+        }
+        self.rounded[op] = Some((input, rounding));
+        Ok(())
     }
 
     /// Runs one step on `token`: returns its logits and carries the state to the next step. A step
@@ -133,11 +149,26 @@ impl<'c> Runner<'c> {
             let kind = op.kind.name();
             let fail = |why: String| InterpError::Op { op: i, kind, why };
             let outs = {
-                let ins = op
+                let rounded_input = match self.rounded[i] {
+                    Some((k, r)) => {
+                        let t = op.inputs[k];
+                        let v = env[t.0].as_ref().ok_or_else(|| fail(format!("%{} has no value", g.name_of(t))))?;
+                        let mut a =
+                            v.array().map_err(|_| fail(format!("input {k}, rounded, is not an array")))?.into_owned();
+                        let flat = a.as_slice_mut().ok_or_else(|| fail("a non-contiguous input".into()))?;
+                        rounding::round(r, flat).map_err(fail)?;
+                        Some((k, Value::Array(a)))
+                    }
+                    None => None,
+                };
+                let mut ins = op
                     .inputs
                     .iter()
                     .map(|t| env[t.0].as_ref().ok_or_else(|| fail(format!("%{} has no value", g.name_of(*t)))))
                     .collect::<Result<ops::Operands, _>>()?;
+                if let Some((k, v)) = &rounded_input {
+                    ins[*k] = v;
+                }
                 ops::eval(&op.kind, &ins, op.outputs.len()).map_err(|f| match f {
                     Fault::TokenOutOfRange { token, rows } => InterpError::TokenOutOfRange { token, rows },
                     Fault::Shape(why) => fail(why),

@@ -58,6 +58,8 @@ impl Cache {
 pub(super) struct Scores {
     q: TensorId,
     key: usize,
+    /// The key cache's type: llama.cpp rounds the queries to it for the scores' product.
+    key_ty: String,
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
@@ -128,6 +130,9 @@ pub(super) fn set_rows(im: &mut Importer<'_>, n: &Tensor) -> Result<(), String> 
     let heads = c.row / im.head_dim(c.read)?;
     let x = im.materialise(&values, &[heads, c.row / heads])?;
     let now = im.emit(OpKind::KvAppend, &[c.now, x])?;
+    if a.ty != "f32" {
+        im.rounds(1, &a.ty);
+    }
     let c = &mut im.caches[cache];
     c.now = now;
     c.written = Some((values.clone(), layout));
@@ -193,6 +198,15 @@ pub(super) fn mul_mat(im: &mut Importer<'_>, n: &Tensor, a: &Tensor, b: &Tensor)
             OpKind::Attention { scale: f64::from(scale), window: None, head_map: HeadMap::Grouped },
             &[s.q, k, v],
         )?;
+        if s.key_ty != "f32" {
+            im.rounds(0, &s.key_ty);
+        }
+        if a.ty != "f32" {
+            im.numerics.push(format!(
+                "attn={} ({} `{}`: the softmax weights, for the product with {} values)",
+                a.ty, n.id, n.name, a.ty
+            ));
+        }
         return result(im, n, y).map(Some);
     }
     // keys: a [head_dim, cells, kv_heads] times q [head_dim, 1, heads]
@@ -204,7 +218,13 @@ pub(super) fn mul_mat(im: &mut Importer<'_>, n: &Tensor, a: &Tensor, b: &Tensor)
     check_read(im, a, cache, |cell, i| ((i / a0) * a1 + cell) * a0 + i % a0, a1)?;
     let qe = im.read(b)?;
     let q = im.materialise(&qe, &[b2, b0])?;
-    im.pending.insert(n.id.clone(), Pending::Scores(Scores { q, key: cache, heads: b2, kv_heads: a2, head_dim: a0 }));
+    if a.ty != "f32" {
+        im.numerics
+            .push(format!("act={} ({} `{}`: the queries, for the product with {} keys)", a.ty, n.id, n.name, a.ty));
+    }
+    let key_ty = a.ty.clone();
+    im.pending
+        .insert(n.id.clone(), Pending::Scores(Scores { q, key: cache, key_ty, heads: b2, kv_heads: a2, head_dim: a0 }));
     Ok(Some(()))
 }
 
@@ -269,6 +289,9 @@ pub(super) fn flash(im: &mut Importer<'_>, n: &Tensor) -> Result<(), String> {
     let (kt, vt) = (im.caches[kc].now, im.caches[vc].now);
     let y = im
         .emit(OpKind::Attention { scale: f64::from(scale), window: None, head_map: HeadMap::Grouped }, &[qt, kt, vt])?;
+    if k.ty != "f32" {
+        im.rounds(0, &k.ty);
+    }
     result(im, n, y)
 }
 

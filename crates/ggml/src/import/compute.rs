@@ -133,12 +133,16 @@ fn mul_mat(im: &mut Importer<'_>, n: &Tensor) -> Result<(), String> {
         return Err(format!("a product of {:?} by {:?} that is not a weight times one column", a.ne, b.ne));
     }
     let w = im.weight(a)?;
-    if let Some(act) = activation_type(&a.ty)? {
+    let act = activation_type(&a.ty)?;
+    if let Some(act) = act {
         im.numerics.push(format!("act={act} ({} `{}`: {} weights)", n.id, n.name, a.ty));
     }
     let xe = im.read(b)?;
     let x = im.materialise(&xe, &[xe.len()])?;
     let y = im.emit(OpKind::MatVec, &[w, x])?;
+    if let Some(act) = act {
+        im.rounds(1, act);
+    }
     result(im, n, y)
 }
 

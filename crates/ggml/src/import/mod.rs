@@ -47,6 +47,20 @@ pub struct Imported {
     /// makes it: an F16 KV cache (`kv=f16`), a matrix product's column rounded to its weights'
     /// dot type (`act=q8_0`, `act=q8_K`). The numerics it runs at.
     pub numerics: Vec<String>,
+    /// Where each of those roundings falls on the IR graph, when it is one op's input rounded to a
+    /// type (not the flash attention's f16 sum, which no input rounding is).
+    pub places: Vec<Place>,
+}
+
+/// A rounding llama.cpp makes, as an IR op's input rounded to a stored type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Place {
+    /// The op, by its index in the imported graph.
+    pub op: usize,
+    /// Which of its inputs.
+    pub input: usize,
+    /// The type: `f16`, `q8_0`, `q8_K`.
+    pub to: String,
 }
 
 /// The most elements a storage the importer follows may hold.
@@ -87,6 +101,8 @@ pub struct Importer<'a> {
     memo: foldhash::HashMap<follow::Listed, TensorId>,
     origin: Vec<String>,
     numerics: Vec<String>,
+    /// The roundings' places, by the op's index before pruning.
+    places: Vec<Place>,
     /// The node that last wrote each storage.
     writer: HashMap<String, usize>,
     /// The op that wrote each IR tensor the importer emitted, and its inputs.
@@ -118,6 +134,7 @@ pub fn import(rec: &Recording, name: &str) -> Result<Imported, GraphError> {
         memo: foldhash::HashMap::default(),
         origin: vec![],
         numerics: vec![],
+        places: vec![],
         writer: HashMap::new(),
         produced: HashMap::new(),
         parts: vec![],
@@ -458,6 +475,12 @@ impl<'a> Importer<'a> {
         Ok(out)
     }
 
+    /// Records that llama.cpp rounds input `input` of the op just written to `to`.
+    fn rounds(&mut self, input: usize, to: &str) {
+        let op = self.origin.len().saturating_sub(1);
+        self.places.push(Place { op, input, to: to.to_string() });
+    }
+
     /// Writes op `kind` of two outputs on `inputs`.
     fn emit2(&mut self, kind: OpKind, inputs: &[TensorId]) -> Result<(TensorId, TensorId), String> {
         let tys: Vec<&Ty> = inputs.iter().map(|&t| self.builder.ty(t)).collect();
@@ -488,7 +511,10 @@ impl<'a> Importer<'a> {
         let next = self.emit(OpKind::Advance, &[self.pos]).map_err(GraphError::Schema)?;
         self.builder.write_state(self.pos, next);
         let graph = self.builder.finish(logits).map_err(GraphError::Schema)?;
-        Ok(prune(Imported { graph, origin: self.origin, numerics: self.numerics }))
+        let mut im = Imported { graph, origin: self.origin, numerics: self.numerics, places: vec![] };
+        let moved = follow::prune(&mut im.graph, &mut im.origin);
+        im.places = self.places.into_iter().filter_map(|p| Some(Place { op: (*moved.get(p.op)?)?, ..p })).collect();
+        Ok(im)
     }
 
     /// The IR tensor the state `s` holds at the end of the step, from its storage.
@@ -683,10 +709,4 @@ fn offsets(t: &Tensor, bytes: usize) -> Result<Vec<usize>, String> {
 /// The recorded values of input leaf `t`.
 fn recorded_values(t: &Tensor) -> Result<&[f64], String> {
     t.values.as_deref().ok_or_else(|| format!("input {} has no recorded values", t.name))
-}
-
-/// `im` without the ops nothing reads (`follow::prune`).
-fn prune(mut im: Imported) -> Imported {
-    follow::prune(&mut im.graph, &mut im.origin);
-    im
 }
