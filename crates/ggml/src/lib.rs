@@ -23,4 +23,4 @@ pub mod ops;
 
 pub use error::GraphError;
 pub use graph::{Recording, Tensor, read_recording};
-pub use import::{Imported, Place, import};
+pub use import::{Imported, Place, Traced, import, trace};

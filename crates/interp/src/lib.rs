@@ -65,6 +65,10 @@ impl StateSnapshot {
     }
 }
 
+/// The values of a step's tensors by tensor index: each array's values in row-major order, `None`
+/// for the token, the position, a cache or a constant.
+pub type TensorValues = Vec<Option<Vec<f64>>>;
+
 /// Runs a graph step by step on a checkpoint it borrows, carrying the graph's state.
 pub struct Runner<'c> {
     graph: &'c Graph,
@@ -136,6 +140,27 @@ impl<'c> Runner<'c> {
             env[t.0] = None;
         }
         result
+    }
+
+    /// [`Runner::step`], also returning the value of every tensor of the step that is an array (in
+    /// row-major order), by tensor index: `None` for the token, the position, a cache or a
+    /// constant. For comparing a graph's intermediate values with another engine's.
+    pub fn step_values(&mut self, token: u32) -> Result<(Vec<f64>, TensorValues), InterpError> {
+        let result = self.run_step(token);
+        let values = self
+            .env
+            .iter()
+            .map(|v| match v {
+                Some(Value::Array(a)) => Some(a.iter().copied().collect()),
+                _ => None,
+            })
+            .collect();
+        let (g, env) = (&self.graph, &mut self.env);
+        env[g.token.0] = None;
+        for t in g.states.iter().map(|s| s.read).chain(g.ops.iter().flat_map(|op| op.outputs.iter().copied())) {
+            env[t.0] = None;
+        }
+        result.map(|logits| (logits, values))
     }
 
     /// [`Runner::step`], leaving the step's values in `env` for `step` to clear.

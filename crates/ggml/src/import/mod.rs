@@ -52,6 +52,19 @@ pub struct Imported {
     pub places: Vec<Place>,
 }
 
+/// The imported graph unpruned, with the IR values each computed node of the recording holds: for
+/// comparing the graph's values with the recording's per-node figures (`trace`).
+#[derive(Clone, Debug)]
+pub struct Traced {
+    pub imported: Imported,
+    /// For each computed node whose elements are all IR values, its id and, in ggml's logical
+    /// order, which value of which IR tensor each element is.
+    pub nodes: Vec<NodeValues>,
+}
+
+/// A computed node's id and which value of which IR tensor each of its elements is.
+pub type NodeValues = (String, Vec<(TensorId, usize)>);
+
 /// A rounding llama.cpp makes, as an IR op's input rounded to a stored type.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Place {
@@ -116,10 +129,22 @@ pub struct Importer<'a> {
     pos: TensorId,
     /// The node being read.
     at: usize,
+    /// What each computed node holds, when tracing.
+    traced: Option<Vec<NodeValues>>,
 }
 
 /// Translates `rec` into the IR as a graph named `name`.
 pub fn import(rec: &Recording, name: &str) -> Result<Imported, GraphError> {
+    translate(rec, name, false).map(|t| t.imported)
+}
+
+/// [`import`], keeping every op (no pruning, so the IR tensors keep their ids) and what each
+/// computed node holds.
+pub fn trace(rec: &Recording, name: &str) -> Result<Traced, GraphError> {
+    translate(rec, name, true)
+}
+
+fn translate(rec: &Recording, name: &str, tracing: bool) -> Result<Traced, GraphError> {
     super::ops::check_shapes(rec)?;
     let mut builder = GraphBuilder::new(name);
     let pos = builder.state(StateKind::Position, None, "pos", Ty::Position);
@@ -142,6 +167,7 @@ pub fn import(rec: &Recording, name: &str) -> Result<Imported, GraphError> {
         caches: vec![],
         pos,
         at: 0,
+        traced: tracing.then(Vec::new),
     };
     check_rollout(rec)?;
     im.declare_states()?;
@@ -350,6 +376,12 @@ impl<'a> Importer<'a> {
         if n.view_src.is_some() {
             return Err("a computed node that is a view".into());
         }
+        if let Some(traced) = &mut self.traced {
+            let ir: Option<Vec<(TensorId, usize)>> = elems.iter().map(|e| e.ir()).collect();
+            if let Some(ir) = ir {
+                traced.push((n.id.clone(), ir));
+            }
+        }
         let bytes = elem_bytes(&n.ty)?;
         let mut store = Store::new(vec![Elem::Unset; elems.len()], bytes);
         for (o, e) in offsets(n, bytes)?.into_iter().zip(elems) {
@@ -493,7 +525,7 @@ impl<'a> Importer<'a> {
 
     /// Ends the step: the logits are the last node's values; each state is written from its leaf's
     /// storage as it stands; the position advances.
-    fn finish(mut self) -> Result<Imported, GraphError> {
+    fn finish(mut self) -> Result<Traced, GraphError> {
         let last = self.rec.nodes.last().ok_or_else(|| GraphError::Schema("a graph of no nodes".into()))?;
         self.at = self.rec.nodes.len() - 1;
         let fail = |why: String| node_error(last, why);
@@ -511,10 +543,12 @@ impl<'a> Importer<'a> {
         let next = self.emit(OpKind::Advance, &[self.pos]).map_err(GraphError::Schema)?;
         self.builder.write_state(self.pos, next);
         let graph = self.builder.finish(logits).map_err(GraphError::Schema)?;
-        let mut im = Imported { graph, origin: self.origin, numerics: self.numerics, places: vec![] };
-        let moved = follow::prune(&mut im.graph, &mut im.origin);
-        im.places = self.places.into_iter().filter_map(|p| Some(Place { op: (*moved.get(p.op)?)?, ..p })).collect();
-        Ok(im)
+        let mut im = Imported { graph, origin: self.origin, numerics: self.numerics, places: self.places };
+        if self.traced.is_none() {
+            let moved = follow::prune(&mut im.graph, &mut im.origin);
+            im.places = im.places.into_iter().filter_map(|p| Some(Place { op: (*moved.get(p.op)?)?, ..p })).collect();
+        }
+        Ok(Traced { imported: im, nodes: self.traced.unwrap_or_default() })
     }
 
     /// The IR tensor the state `s` holds at the end of the step, from its storage.

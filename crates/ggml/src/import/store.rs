@@ -16,6 +16,16 @@ pub enum Elem {
     Unset,
 }
 
+impl Elem {
+    /// The IR value it is, if it is one.
+    pub fn ir(self) -> Option<(TensorId, usize)> {
+        match self {
+            Elem::Ir(t, i) => Some((t, i)),
+            _ => None,
+        }
+    }
+}
+
 /// A storage: its elements by offset (its byte offset over the element size).
 #[derive(Clone, Debug)]
 pub struct Store {
