@@ -32,9 +32,9 @@ pub struct BatchRow<'s> {
 #[derive(Default)]
 pub(super) struct BatchScratch {
     rows: Vec<Vec<Vec<f32>>>,
-    xs: LineAligned,
-    outs: LineAligned,
-    ups: LineAligned,
+    pub(super) xs: LineAligned,
+    pub(super) outs: LineAligned,
+    pub(super) ups: LineAligned,
 }
 
 impl EngineRunner<'_, f32> {
@@ -125,11 +125,11 @@ impl EngineRunner<'_, f32> {
 pub(super) const PARALLEL_STATE_VALUES: usize = 1 << 18;
 
 /// The matrix units of a batched step over their gathered scratch.
-struct Matmat<'s> {
-    xs: &'s mut LineAligned,
-    outs: &'s mut LineAligned,
-    ups: &'s mut LineAligned,
-    threads: usize,
+pub(super) struct Matmat<'s> {
+    pub(super) xs: &'s mut LineAligned,
+    pub(super) outs: &'s mut LineAligned,
+    pub(super) ups: &'s mut LineAligned,
+    pub(super) threads: usize,
 }
 
 /// `out = m · x` for every row's `x` (gathered from the rows' buffers `x` into `xs`, one after
@@ -159,7 +159,7 @@ const PARALLEL_GLU_VALUES: usize = 1 << 14;
 
 impl Matmat<'_> {
     /// Whether `unit` multiplies by a weight matrix (and so runs over all rows at once).
-    fn reads_weights(unit: &Unit<'_, f32>) -> bool {
+    pub(super) fn reads_weights(unit: &Unit<'_, f32>) -> bool {
         matches!(
             unit,
             Unit::MatVec { .. } | Unit::MergedRows { .. } | Unit::MergedHeadHalves { .. } | Unit::SwiGlu { .. }
@@ -167,7 +167,7 @@ impl Matmat<'_> {
     }
 
     /// Runs the matrix unit `unit` over every row (a unit that runs per row is left as it is).
-    fn unit(&mut self, unit: &mut Unit<'_, f32>, bufs: &mut [Vec<Vec<f32>>], st: &[Keep]) {
+    pub(super) fn unit(&mut self, unit: &mut Unit<'_, f32>, bufs: &mut [Vec<Vec<f32>>], st: &[Keep]) {
         let threads = self.threads;
         match unit {
             Unit::MatVec { weight, x, out } => {

@@ -45,4 +45,6 @@ pub enum RunError {
     CapacityExceeded { position: usize, capacity: usize },
     #[error("a state swapped into the runner has another program's layout")]
     ForeignState,
+    #[error("the prefill: {0}")]
+    Prefill(#[from] program::prefill::PrefillError),
 }

@@ -19,6 +19,7 @@ pub mod kernels;
 mod plan;
 #[cfg(test)]
 mod planted_runs;
+pub mod prefill;
 mod real;
 mod state;
 mod units;
@@ -56,6 +57,8 @@ pub struct EngineRunner<'c, R = f32> {
     /// The fewest state values, over all of a batched step's rows, for which its per-row units
     /// are split among the threads ([`EngineRunner::with_rows_split_from`]).
     split_rows_from: usize,
+    /// The per-token buffers of a prefill's chunk (empty until a prefill runs).
+    prefill_rows: Vec<Vec<Vec<R>>>,
 }
 
 /// The machine's available parallelism, asked once per process: asking reads the cgroup files,
@@ -99,6 +102,7 @@ impl<'c, R: Real> EngineRunner<'c, R> {
             batch: batched::BatchScratch::default(),
             spare_units: vec![],
             split_rows_from: batched::PARALLEL_STATE_VALUES,
+            prefill_rows: vec![],
         })
     }
 
@@ -126,22 +130,42 @@ impl<'c, R: Real> EngineRunner<'c, R> {
     /// [`EngineRunner::step`], showing `observer` the engine before and after each of its
     /// Commands ([`StepObserver`]).
     pub fn step_observed(&mut self, token: u32, observer: &mut impl StepObserver<R>) -> Result<Vec<R>, RunError> {
+        self.step_attending(token, None, observer)
+    }
+
+    /// [`EngineRunner::step_observed`] with each attention reading cache positions `0..=extent`
+    /// (`None`: `0..=position`, the step's own): a token of a prefill's chunk, whose mask says how
+    /// far it reads. The caller has checked that the caches have room for `extent`.
+    fn step_attending(
+        &mut self,
+        token: u32,
+        extent: Option<usize>,
+        observer: &mut impl StepObserver<R>,
+    ) -> Result<Vec<R>, RunError> {
         let t = token as usize;
         if t >= self.vocab {
             return Err(RunError::TokenOutOfRange { token, vocab: self.vocab });
         }
         check_room(self.attends, self.store.position, self.capacity)?;
-        for (command, unit) in self.units.iter_mut().enumerate() {
+        for command in 0..self.units.len() {
             // Only a program that advances before it attends can get here without room; its step
             // stops at that unit.
-            if let Unit::Attention(_) = unit {
+            if let Unit::Attention(_) = self.units[command] {
                 check_room(self.attends, self.store.position, self.capacity)?;
             }
             let capacity = self.capacity;
             let before =
                 StepView { buffers: &self.buffers, store: &self.store, token: t, capacity, intermediate: None };
             observer.before(command, &before);
-            run(unit, &mut self.buffers, &self.storages, &mut self.store, t, self.threads);
+            match (&mut self.units[command], extent) {
+                (Unit::Attention(a), Some(extent)) => {
+                    let pos = self.store.position;
+                    append_kv(a, &self.buffers, &mut self.store, pos);
+                    read_kv(a, &mut self.buffers, &self.storages, &self.store, pos, extent);
+                }
+                (unit, _) => run(unit, &mut self.buffers, &self.storages, &mut self.store, t, self.threads),
+            }
+            let unit = &self.units[command];
             let intermediate = match unit {
                 Unit::SwiGlu { hidden, .. } => Some(hidden.as_slice()),
                 _ => None,
@@ -332,6 +356,33 @@ fn scatter<R: Real>(bufs: &mut [Vec<R>], storages: &[Keep], outs: &[usize], valu
     }
 }
 
+/// The attention unit's first half at `pos`: its key and value RoPE'd (the key) and appended to
+/// the caches at `pos`.
+fn append_kv<R: Real>(a: &mut plan::AttentionUnit<R>, bufs: &[Vec<R>], store: &mut Store<R>, pos: usize) {
+    units::rope_table(a.theta, 2 * a.cos.len(), pos, &mut a.cos, &mut a.sin);
+    let rope = (a.cos.as_slice(), a.sin.as_slice());
+    units::attention_append(&a.shape, &bufs[a.k], a.k_norm.as_deref(), rope, pos, &mut store.kv[a.k_cache], &mut a.head);
+    units::attention_append(&a.shape, &bufs[a.v], None, (&[], &[]), pos, &mut store.kv[a.v_cache], &mut a.head);
+}
+
+/// The attention unit's second half: the query RoPE'd at `pos`, attending over cache positions
+/// `0..=extent` (`extent` is `pos` in a step), into its output buffer.
+fn read_kv<R: Real>(
+    a: &mut plan::AttentionUnit<R>,
+    bufs: &mut [Vec<R>],
+    st: &[Keep],
+    store: &Store<R>,
+    pos: usize,
+    extent: usize,
+) {
+    units::rope_table(a.theta, 2 * a.cos.len(), pos, &mut a.cos, &mut a.sin);
+    let rope = (a.cos.as_slice(), a.sin.as_slice());
+    let (kc, vc) = (&store.kv[a.k_cache], &store.kv[a.v_cache]);
+    write(bufs, st, a.out, |b, o| {
+        units::attention_read(&a.shape, &b[a.q], a.q_norm.as_deref(), rope, extent, kc, vc, &mut a.head, &mut a.scores, o);
+    });
+}
+
 /// Runs one unit. The plan guarantees every index and length it uses.
 fn run<R: Real>(
     unit: &mut Unit<'_, R>,
@@ -386,34 +437,8 @@ fn run<R: Real>(
         }
         Unit::Attention(a) => {
             let pos = store.position;
-            let a = &mut **a;
-            units::rope_table(a.theta, 2 * a.cos.len(), pos, &mut a.cos, &mut a.sin);
-            let rope = (a.cos.as_slice(), a.sin.as_slice());
-            units::attention_append(
-                &a.shape,
-                &bufs[a.k],
-                a.k_norm.as_deref(),
-                rope,
-                pos,
-                &mut store.kv[a.k_cache],
-                &mut a.head,
-            );
-            units::attention_append(&a.shape, &bufs[a.v], None, (&[], &[]), pos, &mut store.kv[a.v_cache], &mut a.head);
-            let (kc, vc) = (&store.kv[a.k_cache], &store.kv[a.v_cache]);
-            write(bufs, st, a.out, |b, o| {
-                units::attention_read(
-                    &a.shape,
-                    &b[a.q],
-                    a.q_norm.as_deref(),
-                    rope,
-                    pos,
-                    kc,
-                    vc,
-                    &mut a.head,
-                    &mut a.scores,
-                    o,
-                );
-            });
+            append_kv(a, bufs, store, pos);
+            read_kv(a, bufs, st, store, pos, pos);
         }
         Unit::SigmoidGate { x, gate, out } => write(bufs, st, *out, |b, o| units::sigmoid_gate(&b[*x], &b[*gate], o)),
         Unit::SwiGlu { x, gate, up, down, out, hidden, up_x } => {

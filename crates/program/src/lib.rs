@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod listing;
+pub mod prefill;
 pub mod numerics;
 
 use serde::{Deserialize, Serialize};
