@@ -9,11 +9,17 @@ attention), FFN 3584, 8 query and 2 KV heads of 256, 16 key and 16 value heads o
 of each head's 256 dims, tied embeddings (no `output.weight`), vocab 248320, no tokenizer (the recorder marks it `no_vocab`). Norm weights are drawn around one, `ssm_a`
 below zero, everything else N(0, 0.02²); the values only have to keep llama.cpp's logits finite.
 
-Usage:  /work/venv-llama/bin/python reference/make_llama_big.py [OUT.gguf]     # default /tmp/qwen3.5-0.8b-f16.gguf
+`--f32` writes the matrices F32 instead (the same draws, not rounded to f16; `general.file_type` 0), a ≈ 3 GB
+source for llama.cpp's quantizer (`bench_prompt.py`). `--no-vocab` adds `tokenizer.ggml.model = "no_vocab"`, so
+llama.cpp loads the file as it is. Without either flag the file is written as before.
+
+Usage:  /work/venv-llama/bin/python reference/make_llama_big.py [OUT.gguf] [--f32] [--no-vocab]
+            # default OUT /tmp/qwen3.5-0.8b-f16.gguf (with --f32: /tmp/qwen3.5-0.8b-f32.gguf)
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -86,18 +92,21 @@ def tensors() -> list[tuple[str, tuple[int, ...], str]]:
     return out
 
 
-def main() -> int:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/tmp/qwen3.5-0.8b-f16.gguf")
+def write(out: Path, f32: bool = False, no_vocab: bool = False) -> None:
+    """Write the file: matrices F16 (or F32 with `f32`), `tokenizer.ggml.model = "no_vocab"` with `no_vocab`."""
     template = GGUFReader(HERE / "fixtures/converter-f32/model.gguf")
     w = GGUFWriter(str(out), "qwen35")
+    overrides = dict(OVERRIDES, **({"general.file_type": 0} if f32 else {}))  # 0 = ALL_F32
     for key, field in template.fields.items():
         if key.startswith(("GGUF.", "tokenizer.")) or key in ("general.architecture", "general.size_label"):
             continue
-        value = OVERRIDES.get(key, field.contents())
+        value = overrides.get(key, field.contents())
         vtype = field.types[0]
         sub = field.types[-1] if vtype == GGUFValueType.ARRAY else None
         w.add_key_value(key, value, vtype, sub_type=sub)
     w.add_uint32("qwen35.vocab_size", VOCAB)  # with no tokenizer, llama.cpp takes the vocabulary's size from here
+    if no_vocab:
+        w.add_string("tokenizer.ggml.model", "no_vocab")  # llama.cpp refuses a file with no tokenizer otherwise
     rng = np.random.default_rng(0)
     for name, shape, kind in tensors():
         if kind == "norm":
@@ -107,12 +116,23 @@ def main() -> int:
         else:
             x = 0.02 * rng.standard_normal(shape, dtype=np.float32)
         # Vectors and the conv kernel stay F32, as the converter writes them (ggml's SSM_CONV reads an F32 kernel
-        # only); matrices F16.
-        w.add_tensor(name, x.astype(np.float16) if kind == "w" and len(shape) == 2 else x.astype(np.float32))
+        # only); matrices F16 (F32 with `f32`).
+        matrix = kind == "w" and len(shape) == 2
+        w.add_tensor(name, x.astype(np.float16) if matrix and not f32 else x.astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", nargs="?", type=Path, help="default /tmp/qwen3.5-0.8b-f16.gguf (-f32.gguf with --f32)")
+    ap.add_argument("--f32", action="store_true", help="matrices F32 instead of F16")
+    ap.add_argument("--no-vocab", action="store_true", help='add tokenizer.ggml.model = "no_vocab"')
+    a = ap.parse_args()
+    out = a.out or Path("/tmp/qwen3.5-0.8b-f32.gguf" if a.f32 else "/tmp/qwen3.5-0.8b-f16.gguf")
+    write(out, f32=a.f32, no_vocab=a.no_vocab)
     print(f"{out}: {len(tensors())} tensors, {out.stat().st_size / 2**30:.2f} GiB")
     return 0
 

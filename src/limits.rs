@@ -181,6 +181,20 @@ impl Need {
         Need { checkpoint, run }
     }
 
+    /// This estimate with the engine's prefill in chunks of `chunk` tokens: each token of a chunk
+    /// its own activation buffers (at most 8 of the widest a layer, f32: the 0.8B program's come to
+    /// 3.6) and its logits.
+    pub fn with_prefill(mut self, spec: &ModelSpec, chunk: usize) -> Need {
+        let a = &spec.attention;
+        let widest = [spec.hidden, spec.intermediate, spec.conv_channels(), a.heads * a.head_dim * 2]
+            .into_iter()
+            .max()
+            .unwrap_or(0) as u128;
+        let per_token = spec.layers.len() as u128 * 8 * widest * 4 + spec.vocab as u128 * 4;
+        self.run += chunk as u128 * per_token;
+        self
+    }
+
     /// The whole estimate, in bytes.
     pub fn bytes(&self) -> u128 {
         self.checkpoint + self.run

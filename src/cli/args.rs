@@ -17,8 +17,10 @@ const EXIT: &str = "Exit status: 0 the answer is yes (it agrees, it is accepted,
 const EXIT_GRAPH: &str = "Exit status: 0 the graph is printed; 2 the model could not be read or authored.";
 const EXIT_LOWER: &str = "Exit status: 0 the program is printed; 1 the engine refuses the graph (the refusal is \
                           printed); 2 the model could not be read or authored.";
-const EXIT_RUN: &str = "Exit status: 0 every step ran; 2 the model could not be read, does not fit in memory \
+const EXIT_RUN: &str = "Exit status: 0 the prompt and every generated token ran; 2 the model could not be read, does not fit in memory \
                         (--max-gib), or a step failed.";
+const EXIT_BENCH: &str = "Exit status: 0 every run ran; 2 the model could not be read, does not fit in memory \
+                          (--max-gib), or a run failed.";
 const EXIT_CHECK: &str = "Exit status: 0 every model judged agrees (a preset of the default list too large for the \
                           memory is not run: its row and the summary say so, only its proof is checked, and it is \
                           not counted as agreeing); 1 some model disagrees, is inconclusive or is refused by the \
@@ -74,6 +76,9 @@ pub enum Subcommand {
     /// Explain a case file: its spec, authored and lowered graphs, program or refusal, and verdict.
     #[command(after_help = EXIT_EXPLAIN)]
     Explain(ExplainArgs),
+    /// Time the engine's prompt processing and text generation, as llama-bench does (pp512, tg128).
+    #[command(after_help = EXIT_BENCH)]
+    Bench(BenchArgs),
     /// Prove that a model's program computes what its step graph computes, for every checkpoint
     /// and every step: per output, the lemmas used, or where the normal forms differ.
     #[command(after_help = EXIT_PROVE)]
@@ -273,7 +278,15 @@ pub struct RunArgs {
     /// 4096).
     #[arg(long, required = true, value_parser = parse_tokens)]
     pub tokens: Tokens,
-    /// Print one JSON object `{"tokens":[…],"logits":[[…],…]}`.
+    /// How many tokens to generate greedily after the prompt (each the argmax of the logits
+    /// before it).
+    #[arg(short = 'n', long = "generate", default_value_t = 0, value_parser = parse_generate)]
+    pub generate: usize,
+    /// The engine's prefill chunk: how many prompt tokens each pass over the weights takes.
+    #[arg(long, default_value_t = DEFAULT_CHUNK, value_parser = parse_chunk)]
+    pub chunk: usize,
+    /// Print one JSON object `{"tokens":[…],"logits":[[…],…],"generated":[…],…}`: every prompt
+    /// token's logits.
     #[arg(long)]
     pub json: bool,
     /// Which interpreter runs the model.
@@ -291,6 +304,50 @@ pub struct RunArgs {
     pub max_gib: Option<f64>,
 }
 
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The prompt's length: pp`P` runs a prompt of `P` tokens as one prefill (0: no pp test).
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 512, value_parser = parse_generate)]
+    pub prompt: usize,
+    /// The tokens generated: tg`N` decodes `N` tokens one step at a time (0: no tg test).
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128, value_parser = parse_generate)]
+    pub generate: usize,
+    /// The timed runs of each test, after one warm-up run.
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5, value_parser = parse_repetitions)]
+    pub repetitions: usize,
+    /// The threads the engine's matrix products use (default: the machine's).
+    #[arg(short = 't', long, value_parser = parse_threads)]
+    pub threads: Option<usize>,
+    /// The engine's prefill chunk: how many prompt tokens each pass over the weights takes.
+    #[arg(long, default_value_t = DEFAULT_CHUNK, value_parser = parse_chunk)]
+    pub chunk: usize,
+    /// The stored type of a preset's random matrices (see `check --weights`); not with a model path.
+    #[arg(long, default_value = "f32", value_parser = parse_weights, conflicts_with = "model")]
+    pub weights: Weights,
+    /// The engine's storage types `act[/kv[/state[/kquant-inputs]]]`, e.g. `bf16`, `f32/f32/f32/q8_k`.
+    #[arg(long, default_value = "f32", value_parser = parse_numerics)]
+    pub numerics: Numerics,
+    /// The memory the run may use, in GiB (default: what the machine has).
+    #[arg(long, value_parser = parse_gib, allow_hyphen_values = true)]
+    pub max_gib: Option<f64>,
+    /// Print one JSON object in llama-bench's names: `{"model":…,"tests":[{"test":"pp512",
+    /// "avg_ts":…,"stddev_ts":…,"samples_ts":[…]},…]}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Reads `-r`: 1 to 1000 timed runs.
+pub(crate) fn parse_repetitions(s: &str) -> Result<usize, String> {
+    limits::parse_positive("`-r`", s, 1000)
+}
+
+/// Reads `--threads`: 1 to 256.
+pub(crate) fn parse_threads(s: &str) -> Result<usize, String> {
+    limits::parse_positive("`--threads`", s, 256)
+}
+
 /// A list of tokens, as `--tokens` reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tokens(pub Vec<u32>);
@@ -306,6 +363,20 @@ pub struct VerdictArgs {
     /// The engine's storage types `act[/kv[/state[/kquant-inputs]]]`, e.g. `bf16`, `f32/f32/f32/q8_k`.
     #[arg(long, default_value = "f32", value_parser = parse_numerics)]
     pub numerics: Numerics,
+}
+
+/// The default prefill chunk of `run` and `bench`: 64 prompt tokens a pass over the weights
+/// (docs/PERFORMANCE.md, "Prompt processing", has the figures it was chosen by).
+pub const DEFAULT_CHUNK: usize = 64;
+
+/// Reads `-n`: how many tokens to generate, at most [`MAX_STEPS`].
+pub(crate) fn parse_generate(s: &str) -> Result<usize, String> {
+    limits::parse_count("`-n`", s, MAX_STEPS)
+}
+
+/// Reads `--chunk`: 1 to [`MAX_CHUNK`](crate::engine::program::prefill::MAX_CHUNK) tokens.
+pub(crate) fn parse_chunk(s: &str) -> Result<usize, String> {
+    limits::parse_positive("`--chunk`", s, crate::engine::program::prefill::MAX_CHUNK)
 }
 
 /// Reads `--steps`: a count of at least the steps a verdict needs and at most [`MAX_STEPS`].
@@ -373,9 +444,12 @@ pub fn check_sizes(cli: &Cli) -> Result<(), MemoryError> {
     };
     match &cli.command {
         Subcommand::Run(a) => {
-            a.model.preset.as_deref().map_or(Ok(()), |p| fits(p, a.tokens.0.len(), a.weights, a.max_gib))
+            a.model.preset.as_deref().map_or(Ok(()), |p| fits(p, a.tokens.0.len() + a.generate, a.weights, a.max_gib))
         }
         Subcommand::Check(a) => a.preset.iter().try_for_each(|p| fits(p, a.steps, a.weights, a.max_gib)),
+        Subcommand::Bench(a) => {
+            a.model.preset.as_deref().map_or(Ok(()), |p| fits(p, a.prompt.max(a.generate), a.weights, a.max_gib))
+        }
         _ => Ok(()),
     }
 }

@@ -32,6 +32,7 @@ macro_rules! errln {
 
 mod against;
 mod args;
+mod bench;
 mod check;
 mod check_batch;
 mod corpus;
@@ -58,6 +59,7 @@ pub fn main(cli: Cli) -> ExitCode {
         Subcommand::Graph(a) => graph::graph(a),
         Subcommand::Lower(a) => lower::lower(a),
         Subcommand::Run(a) => run::run(a),
+        Subcommand::Bench(a) => bench::bench(a),
         Subcommand::Check(a) if a.batch.is_some() => check_batch::check_batch(&a, a.batch.unwrap_or(1)),
         Subcommand::Check(a) => check::check(a),
         Subcommand::Verdict(a) => verdict::verdict(a),

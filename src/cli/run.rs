@@ -1,21 +1,28 @@
-//! `stepcheck run`: decode tokens one by one and print, for every step, the argmax and the top 5
-//! logits (`--json`: every logit), then the peak memory the run used.
+//! `stepcheck run`: process a prompt and generate tokens greedily, printing for every prompt token
+//! and every generated one the argmax and the top 5 logits (`--json`: every prompt token's
+//! logits), the rates of both, then the peak memory the run used.
 //!
-//! Each step's line is printed as soon as it is decoded (with `--json`, everything at the end), so
-//! whatever ends the run, what was decoded stays printed. A step whose logits or carried state hold
-//! a value that is not finite ends the run with an error naming the step, the tensor and the index:
-//! no argmax is shown for it or after it.
+//! The engine processes the prompt as one prefill (`engine::run::prefill`, in chunks of
+//! `--chunk` tokens, each matrix read once per chunk) and then decodes `-n` tokens one by one, each
+//! the argmax of the logits before it; the reference steps every token. Each line is printed as
+//! soon as it is known (with `--json`, everything at the end), so whatever ends the run, what was
+//! decoded stays printed. Logits or a carried state holding a value that is not finite end the run
+//! with an error naming the token, the tensor and the index: no argmax is shown for it or after it
+//! (after a prefill, a state is looked at once the prompt is through).
 //!
 //! Before a weight is made or read, the memory the run needs is estimated and compared with what it
 //! may use (`--max-gib`, or what the machine has), as `check` does: a model too large is refused
 //! with what it needs, never by an allocation that aborts.
 
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use super::CliError;
 use super::args::{Interp, RunArgs};
 use super::progress::Progress;
+use crate::engine::program::prefill::Prefill;
 use crate::engine::run::StateValue;
+use crate::engine::run::prefill::Outputs;
 use crate::engine::{EngineRunner, lower::lower_graph, shim::EngineShim};
 use crate::interp::Runner;
 use crate::limits::{Budget, Need};
@@ -35,6 +42,48 @@ impl Stepper<'_> {
             Stepper::Reference(r) => r.step(token)?,
             Stepper::Engine(e) => e.step(token)?.into_iter().map(f64::from).collect(),
         })
+    }
+
+    /// Every prompt token's logits: the engine's prefill in chunks of `chunk`, the reference's
+    /// steps one by one.
+    fn prompt(&mut self, tokens: &[u32], chunk: usize) -> Result<Vec<Vec<f64>>, CliError> {
+        match self {
+            Stepper::Reference(_) => {
+                let mut logits = vec![];
+                for &t in tokens {
+                    logits.push(self.step(t)?);
+                    if self.non_finite_state().is_some() {
+                        break;
+                    }
+                }
+                Ok(logits)
+            }
+            Stepper::Engine(e) => {
+                let prefill = Prefill::chunked(tokens.len(), chunk).map_err(|e| format!("--chunk: {e}"))?;
+                let logits = e.prefill(&prefill, tokens, Outputs::All)?;
+                Ok(logits.into_iter().map(|l| l.into_iter().map(f64::from).collect()).collect())
+            }
+        }
+    }
+
+    /// The first prompt token whose carried state holds a value that is not finite (its index,
+    /// the state and the index in it). The engine ran the prompt as one prefill, so its tokens
+    /// are stepped again from the start state, one by one; the reference stepped them so.
+    fn first_non_finite(&mut self, tokens: &[u32]) -> Result<Option<(usize, String, usize)>, CliError> {
+        if self.non_finite_state().is_none() {
+            return Ok(None);
+        }
+        let Stepper::Engine(e) = self else { return Ok(None) };
+        let mut fresh = e.fresh_state();
+        e.swap_state(&mut fresh)?;
+        for (i, &t) in tokens.iter().enumerate() {
+            self.step(t)?;
+            if let Some((state, at)) = self.non_finite_state() {
+                return Ok(Some((i, state, at)));
+            }
+        }
+        Err(format!("the prompt's prefill left a state that is not finite, which its {} steps do not", tokens.len())
+            .into())
     }
 
     /// The first value of the carried state that is not finite: the state's name and the index.
@@ -68,7 +117,9 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
     let source = a.model.source_as(a.weights)?;
     progress.show(&format!("{}: loading", source.label()));
     let budget = Budget::new(a.max_gib);
-    let (spec, ckpt) = source.load_within(budget.as_ref(), |spec, bytes| Need::of(spec, tokens.len(), bytes))?;
+    let (spec, ckpt) = source.load_within(budget.as_ref(), |spec, bytes| {
+        Need::of(spec, tokens.len() + a.generate, bytes).with_prefill(spec, a.chunk.min(tokens.len()))
+    })?;
     if let ModelSource::Gguf(path) = &source {
         let m = gguf_model(path)?;
         progress.clear();
@@ -78,51 +129,107 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         }
     }
     let graph = decode_step(&spec)?;
+    let positions = tokens.len() + a.generate;
     let mut runner = match a.interp {
         Interp::Reference => Stepper::Reference(Box::new(Runner::new(&graph, &ckpt)?)),
         Interp::Engine => {
             let program = lower_graph(&EngineShim::default().prepare(&graph), a.numerics)?;
-            Stepper::Engine(Box::new(EngineRunner::new(&program, &ckpt, tokens.len().max(1))?))
+            Stepper::Engine(Box::new(EngineRunner::new(&program, &ckpt, positions.max(1))?))
         }
     };
-    // A step's line is printed as soon as it is decoded (all at the end with --json), so that
-    // what was decoded stays printed whatever ends the run.
-    let mut logits = vec![];
-    for (i, &t) in tokens.iter().enumerate() {
-        progress.show(&format!("step {}/{} (token {t})", i + 1, tokens.len()));
-        let l = runner.step(t)?;
-        // A state that is not finite makes this step's logits and every later step's meaningless;
-        // a logit that is not a number has no order. No argmax is shown past either.
+    progress.show(&format!("prompt of {} tokens", tokens.len()));
+    let start = Instant::now();
+    let prompt = runner.prompt(tokens, a.chunk)?;
+    let prompt_time = start.elapsed();
+    progress.clear();
+    // A state that is not finite makes the logits after it meaningless; a logit that is not a
+    // number has no order. No argmax is shown past either.
+    let non_finite = match runner.non_finite_state() {
+        None => None,
+        Some((state, at)) => Some(runner.first_non_finite(tokens)?.unwrap_or((prompt.len() - 1, state, at))),
+    };
+    if let Some((i, state, at)) = non_finite {
+        return Err(format!(
+            "step {i}, token {}: {state} holds a value that is not finite at index {at}; no argmax is shown for \
+             it or after it",
+            tokens[i]
+        )
+        .into());
+    }
+    for (i, l) in prompt.iter().enumerate() {
+        finite(l, &format!("step {i}, token {}", tokens[i]))?;
+        if !a.json {
+            outln!("step {i}, token {}: {}", tokens[i], shown(l));
+        }
+    }
+    let mut generated = vec![];
+    let mut gen_time = Duration::ZERO;
+    let mut last = prompt.last().cloned();
+    for i in 0..a.generate {
+        let Some(next) = last.as_deref().and_then(|l| top_k(l, 1).first().map(|&(t, _)| t as u32)) else { break };
+        progress.show(&format!("generating {}/{}", i + 1, a.generate));
+        let start = Instant::now();
+        let l = runner.step(next)?;
+        gen_time += start.elapsed();
+        progress.clear();
         if let Some((state, at)) = runner.non_finite_state() {
             return Err(format!(
-                "step {i}, token {t}: {state} holds a value that is not finite at index {at}; no argmax is shown for \
-                 this step or after it"
+                "step {}, token {next} (generated): {state} holds a value that is not finite at index {at}; no \
+                 argmax is shown for it or after it",
+                tokens.len() + i
             )
             .into());
         }
-        if let Some((j, x)) = l.iter().enumerate().find(|(_, x)| !x.is_finite()) {
-            return Err(
-                format!("step {i}, token {t}: logits[{j}] is {x}; no argmax is shown for it or after it").into()
-            );
+        finite(&l, &format!("step {}, token {next} (generated)", tokens.len() + i))?;
+        if !a.json {
+            outln!("step {}, token {next} (generated): {}", tokens.len() + i, shown(&l));
         }
-        if a.json {
-            logits.push(l);
-        } else {
-            progress.clear();
-            let top = top_k(&l, TOP);
-            let shown: Vec<String> = top.iter().map(|&(i, x)| format!("{i} ({x:.6})")).collect();
-            let argmax = top.first().map_or("-".into(), |(i, _)| i.to_string());
-            outln!("step {i}, token {t}: argmax {argmax}; top {}: {}", top.len(), shown.join(", "));
-        }
+        generated.push(next);
+        last = Some(l);
     }
-    progress.clear();
+    let rate = |n: usize, t: Duration| if n == 0 { 0.0 } else { n as f64 / t.as_secs_f64().max(1e-9) };
+    let (pp, tg) = (rate(tokens.len(), prompt_time), rate(generated.len(), gen_time));
     let peak = super::memory::peak_rss();
     if a.json {
-        outln!("{}", serde_json::json!({ "tokens": tokens, "logits": logits, "peak_rss_bytes": peak }));
-    } else if let Some(peak) = peak {
-        outln!("{}", super::memory::describe(peak));
+        let json = serde_json::json!({
+            "tokens": tokens,
+            "logits": prompt,
+            "generated": generated,
+            "prompt_tokens_per_s": pp,
+            "generated_tokens_per_s": tg,
+            "peak_rss_bytes": peak,
+        });
+        outln!("{json}");
+    } else {
+        outln!("prompt: {} tokens in {:.1} ms, {pp:.2} tokens/s", tokens.len(), prompt_time.as_secs_f64() * 1e3);
+        if a.generate > 0 {
+            outln!(
+                "generation: {} tokens in {:.1} ms, {tg:.2} tokens/s",
+                generated.len(),
+                gen_time.as_secs_f64() * 1e3
+            );
+        }
+        if let Some(peak) = peak {
+            outln!("{}", super::memory::describe(peak));
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses logits holding a value that is not finite, naming `what` and the index.
+fn finite(logits: &[f64], what: &str) -> Result<(), CliError> {
+    match logits.iter().enumerate().find(|(_, x)| !x.is_finite()) {
+        Some((j, x)) => Err(format!("{what}: logits[{j}] is {x}; no argmax is shown for it or after it").into()),
+        None => Ok(()),
+    }
+}
+
+/// A line's argmax and top logits.
+fn shown(logits: &[f64]) -> String {
+    let top = top_k(logits, TOP);
+    let listed: Vec<String> = top.iter().map(|&(i, x)| format!("{i} ({x:.6})")).collect();
+    let argmax = top.first().map_or("-".into(), |(i, _)| i.to_string());
+    format!("argmax {argmax}; top {}: {}", top.len(), listed.join(", "))
 }
 
 /// The `k` largest logits with their indices, largest first; ties go to the lower index, and NaN

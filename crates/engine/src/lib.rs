@@ -361,7 +361,15 @@ fn scatter<R: Real>(bufs: &mut [Vec<R>], storages: &[Keep], outs: &[usize], valu
 fn append_kv<R: Real>(a: &mut plan::AttentionUnit<R>, bufs: &[Vec<R>], store: &mut Store<R>, pos: usize) {
     units::rope_table(a.theta, 2 * a.cos.len(), pos, &mut a.cos, &mut a.sin);
     let rope = (a.cos.as_slice(), a.sin.as_slice());
-    units::attention_append(&a.shape, &bufs[a.k], a.k_norm.as_deref(), rope, pos, &mut store.kv[a.k_cache], &mut a.head);
+    units::attention_append(
+        &a.shape,
+        &bufs[a.k],
+        a.k_norm.as_deref(),
+        rope,
+        pos,
+        &mut store.kv[a.k_cache],
+        &mut a.head,
+    );
     units::attention_append(&a.shape, &bufs[a.v], None, (&[], &[]), pos, &mut store.kv[a.v_cache], &mut a.head);
 }
 
@@ -379,7 +387,18 @@ fn read_kv<R: Real>(
     let rope = (a.cos.as_slice(), a.sin.as_slice());
     let (kc, vc) = (&store.kv[a.k_cache], &store.kv[a.v_cache]);
     write(bufs, st, a.out, |b, o| {
-        units::attention_read(&a.shape, &b[a.q], a.q_norm.as_deref(), rope, extent, kc, vc, &mut a.head, &mut a.scores, o);
+        units::attention_read(
+            &a.shape,
+            &b[a.q],
+            a.q_norm.as_deref(),
+            rope,
+            extent,
+            kc,
+            vc,
+            &mut a.head,
+            &mut a.scores,
+            o,
+        );
     });
 }
 

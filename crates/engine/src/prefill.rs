@@ -363,11 +363,8 @@ mod tests {
         let mut steps = EngineRunner::new(&program, &ckpt, 16)?;
         let want: Vec<Vec<f32>> = PROMPT.iter().map(|&t| steps.step(t)).collect::<Result<_, _>>()?;
         let base = Prefill::chunked(PROMPT.len(), 4)?;
-        let edits: [fn(&mut Prefill); 3] = [
-            |p| p.chunks[0].seen[1] = 3,
-            |p| p.chunks[1].windows = Entry::Start,
-            |p| p.chunks[0].keep = 2,
-        ];
+        let edits: [fn(&mut Prefill); 3] =
+            [|p| p.chunks[0].seen[1] = 3, |p| p.chunks[1].windows = Entry::Start, |p| p.chunks[0].keep = 2];
         for edit in edits {
             let mut p = base.clone();
             edit(&mut p);

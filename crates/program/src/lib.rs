@@ -10,8 +10,8 @@
 #![forbid(unsafe_code)]
 
 mod listing;
-pub mod prefill;
 pub mod numerics;
+pub mod prefill;
 
 use serde::{Deserialize, Serialize};
 
