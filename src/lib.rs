@@ -54,4 +54,5 @@ pub mod check;
 pub mod cli;
 pub mod r#gen;
 pub mod limits;
+pub mod prefill;
 pub mod source;

@@ -192,8 +192,8 @@ pub(crate) fn compare_graph_runs(
 /// What the reference computes: the logits of every step and the state after the last.
 #[derive(Clone, Debug)]
 pub struct ReferenceRun {
-    logits: Vec<Vec<f64>>,
-    state: StateSnapshot,
+    pub(crate) logits: Vec<Vec<f64>>,
+    pub(crate) state: StateSnapshot,
 }
 
 /// Runs `graph` in the reference interpreter on `checkpoint` over `tokens` (at least
@@ -229,7 +229,7 @@ fn reference_run_reporting<'c>(
 }
 
 /// Where the reference first went NaN or Inf, if it did.
-fn non_finite(r: &ReferenceRun) -> Option<Unjudged> {
+pub(crate) fn non_finite(r: &ReferenceRun) -> Option<Unjudged> {
     let at = |step: usize, tensor: &str, values: &[f64]| {
         values.iter().position(|x| !x.is_finite()).map(|index| Unjudged::NonFinite {
             step,

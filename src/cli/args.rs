@@ -179,6 +179,14 @@ pub struct CheckArgs {
     /// `llama.cpp` column, and a verdict other than `proved` fails the check.
     #[arg(long, value_name = "GRAPH", conflicts_with = "batch")]
     pub against_llama_graph: Option<PathBuf>,
+    /// Also run a prompt of `T` tokens as the engine's prefill (in chunks of `--chunk`), between two
+    /// decode steps on each side: prove it and compare it with the reference's steps (a `prefill`
+    /// column).
+    #[arg(long, value_name = "T", value_parser = parse_prefill, conflicts_with = "batch")]
+    pub prefill: Option<usize>,
+    /// The prefill's chunk for `--prefill` (default 16: a prompt of 64 crosses three boundaries).
+    #[arg(long, default_value_t = 16, value_parser = parse_chunk, requires = "prefill")]
+    pub chunk: usize,
 }
 
 /// Which model: a Hugging Face folder or a `.gguf` file, or a preset with seeded random weights.
@@ -369,6 +377,11 @@ pub struct VerdictArgs {
 /// (docs/PERFORMANCE.md, "Prompt processing", has the figures it was chosen by).
 pub const DEFAULT_CHUNK: usize = 64;
 
+/// Reads `--prefill`: a prompt of 1 to [`MAX_STEPS`] tokens (with the four decode steps around it).
+pub(crate) fn parse_prefill(s: &str) -> Result<usize, String> {
+    limits::parse_positive("`--prefill`", s, MAX_STEPS - 4)
+}
+
 /// Reads `-n`: how many tokens to generate, at most [`MAX_STEPS`].
 pub(crate) fn parse_generate(s: &str) -> Result<usize, String> {
     limits::parse_count("`-n`", s, MAX_STEPS)
@@ -446,7 +459,10 @@ pub fn check_sizes(cli: &Cli) -> Result<(), MemoryError> {
         Subcommand::Run(a) => {
             a.model.preset.as_deref().map_or(Ok(()), |p| fits(p, a.tokens.0.len() + a.generate, a.weights, a.max_gib))
         }
-        Subcommand::Check(a) => a.preset.iter().try_for_each(|p| fits(p, a.steps, a.weights, a.max_gib)),
+        Subcommand::Check(a) => {
+            let steps = a.steps.max(a.prefill.map_or(0, |t| t + 4));
+            a.preset.iter().try_for_each(|p| fits(p, steps, a.weights, a.max_gib))
+        }
         Subcommand::Bench(a) => {
             a.model.preset.as_deref().map_or(Ok(()), |p| fits(p, a.prompt.max(a.generate), a.weights, a.max_gib))
         }

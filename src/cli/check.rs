@@ -30,9 +30,12 @@ use super::plural::plural;
 use super::progress::Progress;
 use super::table::{Addendum, Row, Table};
 use crate::check::{Verdict, compare_reporting};
+use crate::engine::program::prefill::Prefill;
 use crate::engine::{lower::lower_graph, shim::EngineShim};
 use crate::limits::{Budget, Need};
 use crate::model::{author::decode_step, presets};
+use crate::prefill::check::{PrefillCase, check_prefill};
+use crate::prefill::prove::prove_prefill;
 use crate::prove::prove;
 use crate::source::ModelSource;
 
@@ -116,7 +119,7 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
         Err(e) => return Row::error(e.name(), e.to_string()),
     };
     if let Some(b) = budget
-        && let Err(e) = b.admit(&label, &Need::of(&spec, a.steps, bytes))
+        && let Err(e) = b.admit(&label, &need(a, &spec, bytes))
     {
         // A model the user named must be checked: skipping it is a failure to check it.
         // The proof needs no weights: a model too large to run is still proved.
@@ -168,7 +171,7 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
     p.show(&format!("{label}: proving"));
     let proof = prove(&authored, &graph, &program);
     let (proof_word, proof_exit) = (Some(proof.word()), u8::from(!proof.is_proved()));
-    let row = compared(a, label, &graph, &program, &ckpt, &spec, commands, p);
+    let row = compared(a, label.clone(), &graph, &program, &ckpt, &spec, commands, p);
     let mut details = vec![row.detail.clone()];
     if !proof.is_proved() {
         details.push(proof.to_string());
@@ -187,14 +190,57 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
     };
     let (transformers, link_exit) = column(link, "transformers");
     let (llama_cpp, llama_exit) = column(llama, "llama.cpp");
+    let (prefill, prefill_exit) = match a.prefill {
+        Some(tokens) => {
+            p.show(&format!("{label}: a prompt of {tokens} tokens as a prefill"));
+            let (word, detail) = prefilled(a, tokens, &graph, &program, &ckpt, spec.vocab);
+            details.extend(detail);
+            (Some(word), u8::from(word != "agree"))
+        }
+        None => (None, 0),
+    };
     details.retain(|d| !d.is_empty());
     Row {
         proof: proof_word,
         transformers,
         llama_cpp,
-        exit: row.exit.max(proof_exit).max(link_exit).max(llama_exit),
+        prefill,
+        exit: row.exit.max(proof_exit).max(link_exit).max(llama_exit).max(prefill_exit),
         detail: details.join("\n"),
         ..row
+    }
+}
+
+/// The memory a row needs: its steps, and with `--prefill` the prompt's and the prefill's.
+fn need(a: &CheckArgs, spec: &crate::model::ModelSpec, bytes: u128) -> Need {
+    match a.prefill {
+        Some(t) => Need::of(spec, a.steps.max(t + 4), bytes).with_prefill(spec, a.chunk.min(t)),
+        None => Need::of(spec, a.steps, bytes),
+    }
+}
+
+/// The `prefill` column of a row and its detail: a prompt of `tokens` proved and checked as the
+/// engine's prefill in chunks of `a.chunk`.
+fn prefilled(
+    a: &CheckArgs,
+    tokens: usize,
+    graph: &crate::ir::Graph,
+    program: &crate::engine::Program,
+    ckpt: &crate::model::Checkpoint,
+    vocab: usize,
+) -> (&'static str, Option<String>) {
+    let prefill = match Prefill::chunked(tokens, a.chunk) {
+        Ok(p) => p,
+        Err(e) => return ("error", Some(format!("prefill: {e}"))),
+    };
+    let proof = prove_prefill(program, &prefill);
+    if !proof.is_proved() {
+        return (proof.word(), Some(format!("prefill: {proof}")));
+    }
+    match check_prefill(graph, program, ckpt, &prefill, &PrefillCase::spread(tokens, vocab)) {
+        Ok(Verdict::Agree { .. }) => ("agree", None),
+        Ok(v) => (v.name(), Some(format!("prefill: {v}"))),
+        Err(e) => ("error", Some(format!("prefill: {e}"))),
     }
 }
 

@@ -40,6 +40,12 @@ pub(super) struct Row {
     /// `transformers` is.
     #[serde(rename = "llama.cpp", skip_serializing_if = "Option::is_none")]
     pub llama_cpp: Option<&'static str>,
+    /// With `--prefill`: a prompt run as the engine's prefill, proved (every token on its own
+    /// history's state) and checked against the reference's steps: `agree`, or the first of the
+    /// proof's and the check's verdicts that is not `proved` / `agree`; anything but `agree` asks for
+    /// exit status 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<&'static str>,
     /// For `agree`: the largest error of the engine's exact run against the reference, relative
     /// to its tensor's scale.
     pub structure: Option<f64>,
@@ -92,6 +98,18 @@ llama.cpp: llama.cpp's own compute graph for the step, recorded through its eval
   `inconclusive`, or `not imported` (a node the importer cannot follow); `stepcheck prove
   --against-llama-graph` prints it in full. Anything but `proved` fails the check (exit 1).";
 
+/// The header of the column `--prefill` adds; the table shows it only then.
+const PREFILL: &str = "prefill";
+
+/// What the `prefill` column means, added to the legend with `--prefill`.
+const LEGEND_PREFILL: &str = "
+prefill: a prompt of --prefill tokens, between two decode steps on each side, run as the engine's
+  prefill in chunks of --chunk: proved to run every token's step on its own history's state, and
+  compared with the reference's steps as a decode is (the structure, every Command where it runs,
+  and the engine's prefill to the bit against the run judged token by token): `agree`, or the
+  proof's `refuted` / `inconclusive`, or the check's `disagree` / `inconclusive`. Anything but
+  `agree` fails the check (exit 1).";
+
 /// What the `transformers` column means, added to the legend with `--against`.
 const LEGEND_AGAINST: &str = "
 transformers: transformers' own exported step proved to compute what the authored step computes
@@ -107,6 +125,7 @@ const COLUMNS: &[Column] = &[
     ("proof", 12, |r| r.proof.unwrap_or("-").to_string()),
     (TRANSFORMERS, 12, |r| r.transformers.unwrap_or("-").to_string()),
     (LLAMA_CPP, 12, |r| r.llama_cpp.unwrap_or("-").to_string()),
+    (PREFILL, 12, |r| r.prefill.unwrap_or("-").to_string()),
     ("structure", 9, |r| r.structure.map_or("-".into(), |x| format!("{x:.2e}"))),
     ("max rel", 9, |r| r.max_rel.map_or("-".into(), |x| format!("{x:.2e}"))),
     ("bound", 9, |r| r.widest.map_or("-".into(), |x| format!("{x:.2e}"))),
@@ -164,13 +183,15 @@ impl Table {
         let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(5).max(5);
         let against = if a.against.is_some() { LEGEND_AGAINST } else { "" };
         let llama = if a.against_llama_graph.is_some() { LEGEND_AGAINST_LLAMA } else { "" };
+        let prefill = if a.prefill.is_some() { LEGEND_PREFILL } else { "" };
         let legend = (!a.json && (a.legend || std::io::stdout().is_terminal()))
-            .then(|| format!("{LEGEND}{against}{llama}{legend_more}"));
+            .then(|| format!("{LEGEND}{against}{llama}{prefill}{legend_more}"));
         let columns: Vec<Column> = COLUMNS
             .iter()
             .copied()
             .filter(|(name, ..)| *name != TRANSFORMERS || a.against.is_some())
             .filter(|(name, ..)| *name != LLAMA_CPP || a.against_llama_graph.is_some())
+            .filter(|(name, ..)| *name != PREFILL || a.prefill.is_some())
             .collect();
         if !a.json {
             let mut header = format!("{:<width$}", "model");
