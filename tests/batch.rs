@@ -90,6 +90,10 @@ fn a_schedule_the_pool_cannot_run_is_refused_by_name() -> Result<()> {
         ("admit s0 @0\ndecode s0=1\ndecode s0=2\nrollback s0 2", (2, 1, 1), "rollback-beyond-snapshots"),
         ("admit s0 @0\ndecode s0=1\nrollback s0 1\nrollback s0 1", (2, 1, 2), "rollback-beyond-snapshots"),
         ("admit s0 @0\nfork s0 -> s1 @0", (2, 1, 1), "slot-in-use"),
+        // A prefill keeps no snapshot per token: nothing before it can be rolled back to.
+        ("admit s0 @0\ndecode s0=1\nprefill s0 2,3\nrollback s0 1", (2, 1, 2), "rollback-beyond-snapshots"),
+        ("admit s0 @0\nprefill s0 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", (2, 1, 1), "capacity-exceeded"),
+        ("prefill s0 1,2", (2, 1, 1), "seq-not-live"),
     ];
     for (schedule, pool, name) in cases {
         match verdict(schedule, pool)? {
@@ -112,6 +116,12 @@ fn every_sequence_computes_what_it_computes_alone() -> Result<()> {
         ("admit s0 @0\ndecode s0=3\nfork s0 -> s1 @1\ndecode s1=7 s0=2\ndecode s1=1\n", (2, 2, 1)),
         ("admit s0 @0\ndecode s0=3\ndecode s0=4\ndecode s0=5\nrollback s0 2\ndecode s0=6\n", (2, 1, 3)),
         ("admit s0 @0\ndecode s0=3\nfork s0 -> s1 @1\ndecode s1=4\nrollback s1 2\ndecode s1=9 s0=9\n", (2, 2, 2)),
+        // Prefills: a prompt admitted, after a fork, after a rollback, across chunk boundaries,
+        // each sequence then decoding beside the others.
+        ("admit s0 @0\nprefill s0 3,1,4,1,5,9\ndecode s0=2\n", (2, 1, 1)),
+        ("admit s0 @0\ndecode s0=3\nfork s0 -> s1 @1\nprefill s1 7,7,2,9,1\ndecode s1=4 s0=5\n", (2, 2, 1)),
+        ("admit s0 @0\ndecode s0=3\ndecode s0=4\nrollback s0 1\nprefill s0 8,6,4,2\ndecode s0=6\n", (2, 1, 2)),
+        ("admit s0 @1\nprefill s0 5\nfinish s0\nadmit s1 @1\nprefill s1 1,2,3,4,5,6,7,8,9\ndecode s1=2\n", (2, 1, 1)),
     ];
     for numerics in [Numerics::F32].into_iter().chain(REDUCED) {
         for (schedule, pool) in cases {

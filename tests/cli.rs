@@ -77,3 +77,60 @@ fn random_checkpoints_in_a_quantized_type_run_and_check() {
     assert_eq!(o.status.code(), Some(2), "an unknown type is a bad flag");
     assert!(String::from_utf8_lossy(&o.stderr).contains("q8_0"), "the error lists the types");
 }
+
+#[test]
+fn bench_reports_pp_and_tg_as_llama_bench_names_them() {
+    let o = stepcheck(&["bench", "--preset", "tiny", "-p", "9", "-n", "3", "-r", "2", "--chunk", "4", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("one JSON object");
+    let tests = v["tests"].as_array().expect("tests");
+    let names: Vec<&str> = tests.iter().filter_map(|t| t["test"].as_str()).collect();
+    assert_eq!(names, ["pp9", "tg3"]);
+    for t in tests {
+        let samples = t["samples_ts"].as_array().expect("samples");
+        assert_eq!(samples.len(), 2, "{t}");
+        assert!(samples.iter().all(|s| s.as_f64().is_some_and(|x| x > 0.0)), "{t}");
+        assert!(t["avg_ts"].as_f64().is_some_and(|x| x > 0.0), "{t}");
+    }
+    let table = stdout(&stepcheck(&["bench", "--preset", "tiny", "-p", "4", "-n", "2", "-r", "1"]));
+    assert!(table.lines().any(|l| l.starts_with("| tiny ") && l.contains("| pp4 |")), "{table}");
+}
+
+#[test]
+fn run_prefills_the_prompt_generates_n_tokens_and_prints_both_rates() {
+    // The engine's prefill and the reference's steps give the same prompt logits (within the
+    // check's f32 tolerance) and so generate the same tokens.
+    let run = |interp: &str| {
+        let o = stepcheck(&[
+            "run",
+            "--preset",
+            "tiny",
+            "--tokens",
+            "3,1,4,1,5",
+            "-n",
+            "3",
+            "--chunk",
+            "2",
+            "--json",
+            "--interp",
+            interp,
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_str::<serde_json::Value>(&stdout(&o)).expect("one JSON object")
+    };
+    let (engine, reference) = (run("engine"), run("reference"));
+    let logits =
+        |v: &serde_json::Value| -> Vec<Vec<f64>> { serde_json::from_value(v["logits"].clone()).expect("logits") };
+    let (e, r) = (logits(&engine), logits(&reference));
+    assert_eq!(e.len(), 5);
+    for (a, b) in e.iter().zip(&r) {
+        assert!(a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-4 * y.abs().max(1.0)), "{a:?} {b:?}");
+    }
+    assert_eq!(engine["generated"].as_array().map(Vec::len), Some(3));
+    assert_eq!(engine["generated"], reference["generated"]);
+    assert!(engine["prompt_tokens_per_s"].as_f64().is_some_and(|x| x > 0.0));
+    let text = stdout(&stepcheck(&["run", "--preset", "tiny", "--tokens", "3,1", "-n", "1"]));
+    assert!(text.contains("step 2, token ") && text.contains("(generated): argmax"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("prompt: 2 tokens in ")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("generation: 1 token in ")), "{text}");
+}

@@ -30,7 +30,11 @@ use crate::ir::Graph;
 use crate::model::Checkpoint;
 
 /// The KV positions per slot of a generated pool: more than any drawn history reaches.
-pub const CAPACITY: usize = 32;
+pub const CAPACITY: usize = 64;
+
+/// The longest prompt a generated prefill runs: it crosses a chunk boundary
+/// ([`super::plan::PREFILL_CHUNK`]).
+const LONGEST_PROMPT: usize = 6;
 
 /// The kinds of batch mutation, each modelled on a real engine bug (docs/SOUNDNESS.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -363,6 +367,12 @@ pub(crate) fn draw_events(d: &mut Draw, slots: usize, max_batch: usize, snapshot
                 events.push(Event::Admit { seq: Seq(next), slot });
                 next += 1;
             }
+            2..=4 if d.chance(64) => {
+                let i = d.below(live.len());
+                live[i].kept = 0;
+                let tokens = (0..d.range(1, LONGEST_PROMPT)).map(|_| d.below(vocab) as u32).collect();
+                events.push(Event::Prefill { seq: live[i].seq, tokens });
+            }
             2..=4 => {
                 let mut order: Vec<usize> = (0..live.len()).collect();
                 for i in (1..order.len()).rev() {
@@ -429,10 +439,13 @@ pub enum EventKind {
     Rollback,
     /// A decode of fewer rows than the pool's batch, padded.
     Partial,
+    /// A prompt run as a prefill, the sequence then decoding: after an admission, a fork, a
+    /// rollback or decode steps, as drawn.
+    Prefill,
 }
 
 /// Every event kind, in the order the command line names them.
-pub const EVENT_KINDS: [EventKind; 7] = [
+pub const EVENT_KINDS: [EventKind; 8] = [
     EventKind::Admit,
     EventKind::Decode,
     EventKind::Finish,
@@ -440,6 +453,7 @@ pub const EVENT_KINDS: [EventKind; 7] = [
     EventKind::Fork,
     EventKind::Rollback,
     EventKind::Partial,
+    EventKind::Prefill,
 ];
 
 impl EventKind {
@@ -453,6 +467,7 @@ impl EventKind {
             EventKind::Fork => "fork",
             EventKind::Rollback => "rollback",
             EventKind::Partial => "a partial batch",
+            EventKind::Prefill => "prefill",
         }
     }
 
@@ -560,6 +575,19 @@ impl Follow {
                     self.live.push(Followed { seq: *new, slot: *slot, history, kept });
                 }
             }
+            Event::Prefill { seq, tokens } => {
+                self.kinds.insert(EventKind::Prefill);
+                if let Some(i) = self.at(*seq) {
+                    for (_, k) in self.pending.iter().filter(|p| p.0 == *seq) {
+                        self.kinds.insert(*k);
+                    }
+                    self.pending.retain(|p| p.0 != *seq);
+                    let l = &mut self.live[i];
+                    l.history.extend(tokens);
+                    l.kept = 0;
+                    self.storage.insert(l.slot, l.history.clone());
+                }
+            }
             Event::Rollback { seq, n } => {
                 self.pending.retain(|p| p.0 != *seq);
                 if let Some(i) = self.at(*seq) {
@@ -618,7 +646,7 @@ pub fn draw_covering(d: &mut Draw, slots: usize, max_batch: usize, snapshots: us
     let slots = slots.max(1);
     let max_batch = max_batch.clamp(1, slots);
     let vocab = vocab.clamp(1, u32::MAX as usize);
-    let mut c = Covering { f: Follow::new(max_batch, snapshots), slots, vocab };
+    let mut c = Covering { f: Follow::new(max_batch, snapshots), slots, vocab, prefill_next: false };
     for _ in 0..d.range(1, slots) {
         c.admit(d, None);
     }
@@ -644,6 +672,8 @@ struct Covering {
     f: Follow,
     slots: usize,
     vocab: usize,
+    /// Whether the next [`Covering::decode`] runs its first sequence's prompt as a prefill instead.
+    prefill_next: bool,
 }
 
 impl Covering {
@@ -738,6 +768,16 @@ impl Covering {
         s
     }
 
+    /// The decode that reads what a kind made (`seq`'s state after a reuse, a fork or a
+    /// rollback); when a prefill is to occur there, `seq`'s drawn prompt as a prefill first.
+    fn read(&mut self, d: &mut Draw, seq: Seq) {
+        if std::mem::take(&mut self.prefill_next) {
+            let tokens = (0..d.range(1, LONGEST_PROMPT)).map(|_| self.token(d)).collect();
+            self.f.apply(Event::Prefill { seq, tokens });
+        }
+        self.decode(d, &[seq]);
+    }
+
     /// Makes `kind` occur, in a few events.
     fn make(&mut self, d: &mut Draw, kind: EventKind) {
         match kind {
@@ -769,7 +809,7 @@ impl Covering {
                 let slot = self.f.live[self.f.at(old).unwrap_or(0)].slot;
                 self.f.apply(Event::Finish { seq: old });
                 let new = self.admit(d, Some(slot));
-                self.decode(d, &[new]);
+                self.read(d, new);
             }
             EventKind::Fork => {
                 let src = self.decoded(d);
@@ -798,7 +838,30 @@ impl Covering {
                 let (new, slot) = (Seq(self.f.next), *d.pick(&self.free()));
                 self.f.next += 1;
                 self.f.apply(Event::Fork { src, new, slot });
-                self.decode(d, &[new]);
+                self.read(d, new);
+            }
+            EventKind::Prefill => {
+                // A prompt where a slot bug shows: after an admission (a prompt admitted), a fork
+                // or a rollback, each then decoding; or on a sequence as it stands.
+                let after = [EventKind::Reuse, EventKind::Fork, EventKind::Rollback, EventKind::Admit];
+                let kind = *d.pick(&after);
+                self.prefill_next = true;
+                match kind {
+                    EventKind::Fork if self.slots < 2 => {
+                        let s = self.some_live(d);
+                        self.read(d, s);
+                    }
+                    EventKind::Rollback if self.f.snapshots == 0 => {
+                        let s = self.some_live(d);
+                        self.read(d, s);
+                    }
+                    EventKind::Admit => {
+                        let s = self.admit(d, None);
+                        self.read(d, s);
+                    }
+                    other => self.make(d, other),
+                }
+                self.prefill_next = false;
             }
             EventKind::Rollback => {
                 let kept: Vec<Seq> = self.f.live.iter().filter(|l| l.kept > 0).map(|l| l.seq).collect();
@@ -811,7 +874,7 @@ impl Covering {
                 };
                 let kept = self.f.live[self.f.at(s).unwrap_or(0)].kept;
                 self.f.apply(Event::Rollback { seq: s, n: d.range(1, kept) });
-                self.decode(d, &[s]);
+                self.read(d, s);
             }
         }
     }

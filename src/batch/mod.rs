@@ -128,6 +128,10 @@ pub enum BatchError {
     EmptyRollback { event: usize, seq: Seq },
     #[error("event {event}: a rollback of {seq} by {n} steps, but its slot keeps {kept} snapshots")]
     RollbackBeyondSnapshots { event: usize, seq: Seq, n: usize, kept: usize },
+    #[error("event {event}: a prefill of {seq} with no tokens")]
+    EmptyPrefill { event: usize, seq: Seq },
+    #[error("op {op}: a prefill of {tokens} tokens in chunks of {chunk} (it needs a token and a chunk of 1 to 4096)")]
+    PlanPrefill { op: usize, tokens: usize, chunk: usize },
     #[error("event {event}: {seq} would reach position {position}, beyond the capacity of {capacity}")]
     CapacityExceeded { event: usize, seq: Seq, position: usize, capacity: usize },
     #[error("op {op}: slot {slot} is outside the pool of {slots}")]
@@ -164,6 +168,8 @@ impl BatchError {
             BatchError::EmptyRollback { .. } => "empty-rollback",
             BatchError::RollbackBeyondSnapshots { .. } => "rollback-beyond-snapshots",
             BatchError::CapacityExceeded { .. } => "capacity-exceeded",
+            BatchError::EmptyPrefill { .. } => "empty-prefill",
+            BatchError::PlanPrefill { .. } => "plan-prefill",
             BatchError::PlanSlotOutOfRange { .. } => "plan-slot-out-of-range",
             BatchError::ClaimOfLiveSlot { .. } => "claim-of-live-slot",
             BatchError::OpOnDeadSlot { .. } => "op-on-dead-slot",

@@ -37,7 +37,14 @@ pub enum SlotOp {
     Restore { slot: usize, back: usize },
     /// One step of the batch, row by row: each row's state is snapshotted, then stepped on its token.
     Step { rows: Vec<Row> },
+    /// The slot's state runs `tokens` as one prefill in chunks of `chunk` (`Prefill::chunked`),
+    /// alone; its snapshots are dropped (a chunked prefill keeps no state per token).
+    Prefill { slot: usize, tokens: Vec<u32>, chunk: usize },
 }
+
+/// The chunk the scheduler runs a prefill in: small, so that the prompts of generated schedules
+/// cross chunk boundaries.
+pub const PREFILL_CHUNK: usize = 4;
 
 /// The operations the engine runs, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,7 +83,8 @@ struct Live {
 }
 
 /// Lowers `schedule` onto `pool`: admit is claim + zero, fork is claim + copy, finish is free,
-/// rollback is restore, and a decode is a step whose rows name their sequences' slots, padded to
+/// rollback is restore, a prefill is a prefill of the slot in chunks of [`PREFILL_CHUNK`] (a step
+/// of the trace whose one row is the prompt's last token), and a decode is a step whose rows name their sequences' slots, padded to
 /// the batch with padding rows of token 0.
 pub fn lower_schedule(schedule: &Schedule, pool: &BatchProgram) -> Result<Lowered, BatchError> {
     pool.validate()?;
@@ -129,6 +137,21 @@ pub fn lower_schedule(schedule: &Schedule, pool: &BatchProgram) -> Result<Lowere
                 s.history.truncate(s.history.len() - n);
                 ops.push(SlotOp::Restore { slot: s.slot, back: *n });
             }
+            Event::Prefill { seq, tokens } => {
+                let s = live.get_mut(seq).ok_or(not_live(*seq))?;
+                let Some((&last, first)) = tokens.split_last() else {
+                    return Err(BatchError::EmptyPrefill { event, seq: *seq });
+                };
+                let position = s.history.len() + tokens.len() - 1;
+                if position >= pool.capacity {
+                    return Err(BatchError::CapacityExceeded { event, seq: *seq, position, capacity: pool.capacity });
+                }
+                s.history.extend(first);
+                trace.steps.push(vec![TraceRow { seq: *seq, before: s.history.clone(), token: last }]);
+                s.history.push(last);
+                s.kept = 0;
+                ops.push(SlotOp::Prefill { slot: s.slot, tokens: tokens.clone(), chunk: PREFILL_CHUNK });
+            }
             Event::Decode { rows } => {
                 if rows.len() > pool.max_batch {
                     return Err(BatchError::BatchTooLarge { event, rows: rows.len(), max_batch: pool.max_batch });
@@ -168,9 +191,9 @@ enum Life {
 }
 
 impl SlotPlan {
-    /// The number of steps.
+    /// The number of steps and prefills (each a step of the trace).
     pub fn steps(&self) -> usize {
-        self.ops.iter().filter(|o| matches!(o, SlotOp::Step { .. })).count()
+        self.ops.iter().filter(|o| matches!(o, SlotOp::Step { .. } | SlotOp::Prefill { .. })).count()
     }
 
     /// Checks what can be checked of a plan without running it: every slot in the pool; a claim
@@ -215,6 +238,17 @@ impl SlotPlan {
                     kept(&life, range(*slot)?)?;
                     life[*slot] = Life::Freed;
                 }
+                SlotOp::Prefill { slot, tokens, chunk } => {
+                    match life[range(*slot)?] {
+                        Life::Unclaimed => return Err(BatchError::ReadsUnclaimedSlot { op, row: 0, slot: *slot }),
+                        Life::Freed => return Err(BatchError::ReadsFreedSlot { op, row: 0, slot: *slot }),
+                        Life::Live { .. } => {}
+                    }
+                    if tokens.is_empty() || *chunk == 0 || *chunk > crate::engine::program::prefill::MAX_CHUNK {
+                        return Err(BatchError::PlanPrefill { op, tokens: tokens.len(), chunk: *chunk });
+                    }
+                    life[*slot] = Life::Live { kept: 0 };
+                }
                 SlotOp::Restore { slot, back } => {
                     let k = kept(&life, range(*slot)?)?;
                     if *back == 0 || *back > k {
@@ -258,6 +292,10 @@ impl std::fmt::Display for SlotOp {
             SlotOp::Share { from, to } => write!(f, "share @{from} -> @{to}"),
             SlotOp::Free { slot } => write!(f, "free @{slot}"),
             SlotOp::Restore { slot, back } => write!(f, "restore @{slot} {back}"),
+            SlotOp::Prefill { slot, tokens, chunk } => {
+                let tokens: Vec<String> = tokens.iter().map(u32::to_string).collect();
+                write!(f, "prefill @{slot} {} (chunks of {chunk})", tokens.join(","))
+            }
             SlotOp::Step { rows } => {
                 write!(f, "step")?;
                 for r in rows {

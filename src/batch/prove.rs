@@ -246,6 +246,46 @@ fn induct(ind: &mut Induction<'_>, lowered: &Lowered) -> Result<Option<SlotVerdi
                     s.snaps.drain(..back);
                 }
             }
+            SlotOp::Prefill { slot, ref tokens, .. } => {
+                // The prefill on its slot's storage, every state of it, as its tokens' steps one
+                // after another (that it computes them is `prefill::prove`'s induction); its one
+                // row, the last token's, is checked as a step's row is: its state read at the
+                // prefill's start and its logits at the end.
+                let k = of(slot)?;
+                let meant = lowered.trace.steps.get(step).and_then(|m| m.first());
+                let mut read = store[k].state.clone();
+                if let Some(m) = meant {
+                    let before = m.before.len().saturating_sub(tokens.len().saturating_sub(1));
+                    let (want, _) = ind.alone(&m.before[..before]);
+                    for i in 0..n {
+                        let state = format!("{}@{k}", pool.program.states[i].name);
+                        let at = |why| SlotMismatch { seq: m.seq, step, row: Some(0), slot, state, why };
+                        if let Some(v) = ind.compare(read[i], want[i], at) {
+                            return Ok(Some(v));
+                        }
+                    }
+                }
+                let mut logits = None;
+                for &t in tokens {
+                    let (l, outs) = ind.terms.step(&read, t);
+                    (logits, read) = (Some(l), outs);
+                }
+                if let (Some(m), Some(got)) = (meant, logits) {
+                    let mut with = m.before.clone();
+                    with.push(m.token);
+                    if let Some(w) = ind.alone(&with).1 {
+                        let at =
+                            |why| SlotMismatch { seq: m.seq, step, row: Some(0), slot, state: "logits".into(), why };
+                        if let Some(v) = ind.compare(got, w, at) {
+                            return Ok(Some(v));
+                        }
+                    }
+                }
+                let s = &mut store[k];
+                s.state = read;
+                s.snaps.clear();
+                step += 1;
+            }
             SlotOp::Step { ref rows } => {
                 let meant = lowered.trace.steps.get(step);
                 for (r, row) in rows.iter().enumerate() {
@@ -391,6 +431,31 @@ mod tests {
             SlotVerdict::Refuted { at, undecided_before: false } => {
                 assert_eq!((at.seq, at.step, at.row, at.slot), (Seq(0), 3, Some(0), 1), "{at}");
             }
+            v => panic!("expected a refutation, got {v}"),
+        }
+    }
+
+    #[test]
+    fn prefills_admitted_after_a_fork_and_after_a_rollback_are_proved() {
+        let p = pool(2, 2, 2);
+        let schedule = "admit s0 @0\nprefill s0 3,1,4,1,5\ndecode s0=9\nfork s0 -> s1 @1\nprefill s1 2,6\n\
+                        decode s1=5 s0=3\nrollback s0 1\nprefill s0 5,8,9,7,9,3\ndecode s0=2 s1=3";
+        let l = lowered(&p, schedule);
+        let v = prove_slots(&p, &l);
+        assert!(matches!(v, SlotVerdict::Proved { rows: 8, ends: 2, .. }), "{v}");
+    }
+
+    #[test]
+    fn a_prefill_into_another_slot_is_refuted_at_its_sequence_and_step() {
+        let p = pool(2, 2, 2);
+        let mut l = lowered(&p, "admit s0 @0\nadmit s1 @1\ndecode s0=1 s1=2\nprefill s1 7,7,7\ndecode s1=4");
+        let Some(SlotOp::Prefill { slot, .. }) = l.plan.ops.iter_mut().find(|o| matches!(o, SlotOp::Prefill { .. }))
+        else {
+            panic!("no prefill")
+        };
+        *slot = 0;
+        match prove_slots(&p, &l) {
+            SlotVerdict::Refuted { at, .. } => assert_eq!((at.seq, at.step), (Seq(1), 1), "{at}"),
             v => panic!("expected a refutation, got {v}"),
         }
     }

@@ -26,6 +26,9 @@
 
 use std::collections::VecDeque;
 
+use crate::engine::program::prefill::Prefill;
+use crate::engine::run::prefill::{Outputs, TokenObserver};
+
 use super::plan::{Row, SlotOp, SlotPlan};
 use super::{BatchError, BatchProgram, StateIndex};
 use crate::engine::run::kernels::threads;
@@ -55,6 +58,39 @@ pub trait BatchArithmetic: Real {
         }
         Ok(out)
     }
+
+    /// Runs `prefill` of `tokens` on the runner's carried state and returns the last token's
+    /// logits (as the one row of its step). By default by the prefill's meaning, each matrix
+    /// token after token.
+    fn prefill_last(
+        runner: &mut EngineRunner<'_, Self>,
+        prefill: &Prefill,
+        tokens: &[u32],
+    ) -> Result<Vec<Vec<Self>>, RunError> {
+        runner.prefill_unbatched(prefill, tokens, Outputs::Last)
+    }
+}
+
+/// A prefill's watched tokens shown to a row observer as the one row of its step.
+struct EachToken<'o, O> {
+    observer: &'o mut O,
+    step: usize,
+}
+
+impl<R, O: RowObserver<R>> StepObserver<R> for EachToken<'_, O> {
+    fn before(&mut self, command: usize, view: &crate::engine::run::StepView<'_, R>) {
+        self.observer.before(command, view);
+    }
+
+    fn after(&mut self, command: usize, view: &crate::engine::run::StepView<'_, R>) {
+        self.observer.after(command, view);
+    }
+}
+
+impl<R, O: RowObserver<R>> TokenObserver<R> for EachToken<'_, O> {
+    fn token(&mut self, _: usize, _: usize, _: usize) {
+        self.observer.row(self.step, 0);
+    }
 }
 
 /// One row of a step whose rows share no storage: the state it steps and the token it feeds.
@@ -72,6 +108,15 @@ impl BatchArithmetic for f32 {
         let mut batch: Vec<BatchRow<'_>> =
             rows.iter_mut().map(|r| BatchRow { state: &mut *r.state, token: r.token }).collect();
         Ok(runner.step_batch(&mut batch)?.into_iter().map(<[f32]>::to_vec).collect())
+    }
+
+    /// The engine's prefill: each matrix read once per chunk.
+    fn prefill_last(
+        runner: &mut EngineRunner<'_, f32>,
+        prefill: &Prefill,
+        tokens: &[u32],
+    ) -> Result<Vec<Vec<f32>>, RunError> {
+        runner.prefill(prefill, tokens, Outputs::Last)
     }
 }
 
@@ -260,6 +305,25 @@ impl<'c, R: BatchArithmetic> BatchRunner<'c, R> {
                         h.state = h.snaps[back - 1].clone();
                         h.snaps.drain(..back);
                     }
+                }
+                SlotOp::Prefill { slot, ref tokens, chunk } => {
+                    let step = logits.len();
+                    let prefill = Prefill::chunked(tokens.len(), chunk).map_err(RunError::Prefill)?;
+                    let h = &mut self.store[self.storage_of[slot]];
+                    self.runner.swap_state(&mut h.state)?;
+                    let out = match observer.as_deref_mut() {
+                        Some(o) => {
+                            let mut each = EachToken { observer: o, step };
+                            self.runner
+                                .prefill_observed(&prefill, tokens, &mut each)
+                                .map(|mut l| l.split_off(l.len() - 1))
+                        }
+                        None => R::prefill_last(&mut self.runner, &prefill, tokens),
+                    };
+                    let h = &mut self.store[self.storage_of[slot]];
+                    self.runner.swap_state(&mut h.state)?;
+                    h.snaps.clear();
+                    logits.push(out?);
                 }
                 SlotOp::Step { ref rows } => {
                     let step = logits.len();

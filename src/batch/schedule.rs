@@ -14,6 +14,7 @@
 //! decode s0=5 s1=7     # one step: row 0 feeds token 5 to s0, row 1 token 7 to s1
 //! fork s0 -> s2 @1     # s2 enters slot 1 with a copy of s0's state
 //! rollback s2 1        # s2's state as it was one step ago
+//! prefill s2 9,4,4     # s2 runs a prompt of three tokens as one prefill
 //! finish s0            # s0 leaves, slot 0 is free
 //! ```
 
@@ -46,6 +47,9 @@ pub enum Event {
     Fork { src: Seq, new: Seq, slot: usize },
     /// `seq`'s state becomes what it was `n` of its steps ago (speculative decoding's reject).
     Rollback { seq: Seq, n: usize },
+    /// `seq` runs the prompt `tokens` (at least one) as one prefill, alone; its history grows by
+    /// them, and its earlier states can no longer be rolled back to.
+    Prefill { seq: Seq, tokens: Vec<u32> },
 }
 
 /// The events of a schedule, in order.
@@ -55,9 +59,9 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// The number of decode steps.
+    /// The number of decode steps and prefills (each a step of the trace: docs/PROGRAM.md).
     pub fn steps(&self) -> usize {
-        self.events.iter().filter(|e| matches!(e, Event::Decode { .. })).count()
+        self.events.iter().filter(|e| matches!(e, Event::Decode { .. } | Event::Prefill { .. })).count()
     }
 }
 
@@ -75,6 +79,10 @@ impl fmt::Display for Event {
             Event::Finish { seq } => write!(f, "finish {seq}"),
             Event::Fork { src, new, slot } => write!(f, "fork {src} -> {new} @{slot}"),
             Event::Rollback { seq, n } => write!(f, "rollback {seq} {n}"),
+            Event::Prefill { seq, tokens } => {
+                let tokens: Vec<String> = tokens.iter().map(u32::to_string).collect();
+                write!(f, "prefill {seq} {}", tokens.join(","))
+            }
         }
     }
 }
@@ -100,7 +108,7 @@ pub struct ScheduleParseError {
 /// What is wrong with a schedule line.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ParseErrorKind {
-    #[error("unknown event `{0}` (expected admit, decode, finish, fork or rollback)")]
+    #[error("unknown event `{0}` (expected admit, decode, finish, fork, rollback or prefill)")]
     UnknownEvent(String),
     #[error("missing {0}")]
     Missing(&'static str),
@@ -114,6 +122,8 @@ pub enum ParseErrorKind {
     BadRow(String),
     #[error("a decode needs at least one row")]
     EmptyDecode,
+    #[error("`{0}` is not a prompt (expected <token>,<token>,…)")]
+    BadPrompt(String),
     #[error("expected `->`, found `{0}`")]
     BadArrow(String),
     #[error("unexpected `{0}` after the event")]
@@ -138,6 +148,15 @@ fn row(word: &str) -> Result<(Seq, u32), ParseErrorKind> {
     Ok((seq(s).map_err(|_| bad())?, t.parse().map_err(|_| bad())?))
 }
 
+/// A prompt: tokens separated by commas, at least one, at most [`crate::limits::MAX_STEPS`].
+fn prompt(word: &str) -> Result<Vec<u32>, ParseErrorKind> {
+    let bad = || ParseErrorKind::BadPrompt(word.into());
+    if word.split(',').count() > crate::limits::MAX_STEPS {
+        return Err(bad());
+    }
+    word.split(',').map(|t| t.parse().map_err(|_| bad())).collect()
+}
+
 /// Reads one event from the words of a line.
 fn event(words: &[&str]) -> Result<Event, ParseErrorKind> {
     let arg = |i: usize, what: &'static str| words.get(i).copied().ok_or(ParseErrorKind::Missing(what));
@@ -160,6 +179,7 @@ fn event(words: &[&str]) -> Result<Event, ParseErrorKind> {
             (Event::Fork { src, new: seq(arg(3, "the new sequence")?)?, slot: slot(arg(4, "a slot")?)? }, 5)
         }
         "rollback" => (Event::Rollback { seq: seq(arg(1, "a sequence")?)?, n: count(arg(2, "a count")?)? }, 3),
+        "prefill" => (Event::Prefill { seq: seq(arg(1, "a sequence")?)?, tokens: prompt(arg(2, "a prompt")?)? }, 3),
         other => return Err(ParseErrorKind::UnknownEvent(other.into())),
     };
     match words.get(used) {
@@ -192,10 +212,10 @@ mod tests {
 
     #[test]
     fn the_text_form_reads_back() -> Result<(), ScheduleParseError> {
-        let text = "admit s0 @0\ndecode s0=5 s1=7\nfork s0 -> s2 @1\nrollback s2 1\nfinish s0\n";
+        let text = "admit s0 @0\ndecode s0=5 s1=7\nfork s0 -> s2 @1\nrollback s2 1\nprefill s2 9,4,4\nfinish s0\n";
         let s: Schedule = text.parse()?;
         assert_eq!(s.to_string(), text);
-        assert_eq!(s.steps(), 1);
+        assert_eq!(s.steps(), 2);
         Ok(())
     }
 
@@ -212,6 +232,8 @@ mod tests {
             ("rollback s0 two", 1, ParseErrorKind::BadCount("two".into())),
             ("finish s0 now", 1, ParseErrorKind::Trailing("now".into())),
             ("evict s0", 1, ParseErrorKind::UnknownEvent("evict".into())),
+            ("prefill s0", 1, ParseErrorKind::Missing("a prompt")),
+            ("prefill s0 1,,2", 1, ParseErrorKind::BadPrompt("1,,2".into())),
         ];
         for (text, line, kind) in cases {
             assert_eq!(text.parse::<Schedule>(), Err(ScheduleParseError { line, kind }), "{text}");

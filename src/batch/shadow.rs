@@ -91,6 +91,22 @@ pub fn follow(pool: &BatchProgram, lowered: &Lowered) -> Finding {
                     s.snaps.drain(..back);
                 }
             }
+            SlotOp::Prefill { slot, ref tokens, .. } => {
+                // A prefill runs alone on its slot's storage, every state of it, token after token
+                // (its own correctness is `prefill::prove`'s); its one row is its last token's.
+                let at = storage_of[slot];
+                let read = store[at].state;
+                if let Some(m) = lowered.trace.steps.get(step).and_then(|m| m.first()) {
+                    let before = m.before.len().saturating_sub(tokens.len().saturating_sub(1));
+                    if read != terms.of(&m.before[..before]) {
+                        return Finding::Refuted { seq: m.seq, step };
+                    }
+                }
+                let s = &mut store[at];
+                s.state = tokens.iter().fold(read, |p, &t| terms.step(p, t));
+                s.snaps.clear();
+                step += 1;
+            }
             SlotOp::Step { ref rows } => {
                 let meant = lowered.trace.steps.get(step);
                 for (r, row) in rows.iter().enumerate() {

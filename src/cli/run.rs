@@ -201,13 +201,10 @@ pub fn run(a: RunArgs) -> Result<ExitCode, CliError> {
         });
         outln!("{json}");
     } else {
-        outln!("prompt: {} tokens in {:.1} ms, {pp:.2} tokens/s", tokens.len(), prompt_time.as_secs_f64() * 1e3);
+        let n = |k: usize| super::plural::plural(k, "token");
+        outln!("prompt: {} in {:.1} ms, {pp:.2} tokens/s", n(tokens.len()), prompt_time.as_secs_f64() * 1e3);
         if a.generate > 0 {
-            outln!(
-                "generation: {} tokens in {:.1} ms, {tg:.2} tokens/s",
-                generated.len(),
-                gen_time.as_secs_f64() * 1e3
-            );
+            outln!("generation: {} in {:.1} ms, {tg:.2} tokens/s", n(generated.len()), gen_time.as_secs_f64() * 1e3);
         }
         if let Some(peak) = peak {
             outln!("{}", super::memory::describe(peak));
