@@ -329,7 +329,8 @@ fn check_batch_runs_covering_schedules_and_counts_a_skipped_model_apart() {
     let o = stepcheck(&["check", "--batch", "2", "--preset", "tiny"]);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
-    let kinds = "each holds admit, decode, finish, reuse of a freed slot, fork, rollback and a partial batch";
+    let kinds =
+        "each holds admit, decode, finish, reuse of a freed slot, fork, rollback, a partial batch and a prefill";
     assert!(out.lines().next().is_some_and(|l| l.contains("3 schedules (seeds 0–2)") && l.ends_with(kinds)), "{out}");
     // `check`'s table: its header, a row per model, each schedule's line under it.
     assert!(out.lines().nth(1).is_some_and(|l| l.starts_with("model ") && l.contains(" verdict ")), "{out}");
@@ -524,9 +525,10 @@ fn run_shows_the_argmax_and_the_top_5_of_each_step_and_reads_tokens_with_spaces(
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     let lines: Vec<&str> = text.lines().collect();
-    // A line per step, then the peak memory the run used.
-    assert_eq!(lines.len(), 4, "{lines:?}");
-    assert!(lines[3].starts_with("peak memory: "), "{}", lines[3]);
+    // A line per prompt token, the prompt's rate, then the peak memory the run used.
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    assert!(lines[3].starts_with("prompt: 3 tokens in "), "{}", lines[3]);
+    assert!(lines[4].starts_with("peak memory: "), "{}", lines[4]);
     for (step, (line, token)) in lines.iter().zip([3, 1, 4]).enumerate() {
         assert!(line.starts_with(&format!("step {step}, token {token}: argmax ")), "{line}");
         assert_eq!(line.matches(" (").count(), 5, "{line}");

@@ -467,7 +467,7 @@ impl EventKind {
             EventKind::Fork => "fork",
             EventKind::Rollback => "rollback",
             EventKind::Partial => "a partial batch",
-            EventKind::Prefill => "prefill",
+            EventKind::Prefill => "a prefill",
         }
     }
 

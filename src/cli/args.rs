@@ -165,7 +165,7 @@ pub struct CheckArgs {
     /// Check batched decode instead: per model, three schedules generated from the seeds `--seed`,
     /// `--seed`+1 and `--seed`+2 on a pool of N slots and batches of up to N rows, each holding
     /// every event kind the pool allows (admit, decode, finish, reuse of a freed slot, fork,
-    /// rollback, a partial batch), judged by validation, the proof, the symbolic slot run and the
+    /// rollback, a partial batch, a prefill), judged by validation, the proof, the symbolic slot run and the
     /// interpreters; a row per model, each schedule's line under it. N is 1 to 64.
     #[arg(long, value_name = "N", value_parser = parse_batch)]
     pub batch: Option<usize>,

@@ -38,7 +38,7 @@ with --batch: a row judges a model over its schedules, each schedule's line unde
 /// Per model (default: every preset), the schedules of [`bgen::check_cases`]: one on each of
 /// [`bgen::CHECK_SCHEDULES`] seeds from `--seed`, on a pool of `n` slots (batches of up to `n`
 /// rows, two snapshots), each holding every event kind the pool allows (admit, decode, finish,
-/// reuse of a freed slot, fork, rollback, a partial batch). Each schedule is judged by the plan's
+/// reuse of a freed slot, fork, rollback, a partial batch, a prefill). Each schedule is judged by the plan's
 /// validation, by the proof (the one-sequence step, authored ≡ fused ≡ program, and the slot
 /// induction over the plan: `proved` when both hold), by the symbolic slot run (`slots isolated`
 /// when every row reads its own sequence's state), and by the interpreters, which must give the
