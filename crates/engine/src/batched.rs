@@ -214,22 +214,10 @@ impl Matmat<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_programs::programs;
     use lower::{lower_graph, shim::EngineShim};
     use model::{author::decode_step, presets, random::random_checkpoint};
     use program::Numerics;
-
-    /// The tiny and small presets' programs (f32 and bf16 storage) and random checkpoints.
-    fn programs() -> Vec<(String, program::Program, formats::checkpoint::Checkpoint)> {
-        let mut out = vec![];
-        for (name, numerics) in [("tiny", Numerics::F32), ("tiny", Numerics::BF16), ("small", Numerics::F32)] {
-            let spec = presets::preset(name).expect("a preset");
-            let graph = EngineShim::default().prepare(&decode_step(&spec).expect("a graph"));
-            if let Ok(program) = lower_graph(&graph, numerics) {
-                out.push((format!("{name} {numerics}"), program, random_checkpoint(&spec, 3)));
-            }
-        }
-        out
-    }
 
     /// A batch of one row is the single-sequence step, to the bit: the same logits and state.
     #[test]

@@ -22,6 +22,8 @@ mod planted_runs;
 pub mod prefill;
 mod real;
 mod state;
+#[cfg(test)]
+mod test_programs;
 mod units;
 
 use std::mem;

@@ -290,21 +290,7 @@ fn restore_state<R: Real>(unit: &Unit<'_, R>, store: &mut super::state::Store<R>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lower::{lower_graph, shim::EngineShim};
-    use model::{author::decode_step, presets, random::random_checkpoint};
-    use program::Numerics;
-
-    /// Presets' programs at several numerics, on random checkpoints.
-    fn programs() -> Vec<(String, program::Program, formats::checkpoint::Checkpoint)> {
-        let mut out = vec![];
-        for (name, numerics) in [("tiny", Numerics::F32), ("tiny", Numerics::BF16), ("small", Numerics::F32)] {
-            let spec = presets::preset(name).expect("a preset");
-            let graph = EngineShim::default().prepare(&decode_step(&spec).expect("a graph"));
-            let program = lower_graph(&graph, numerics).expect("a program");
-            out.push((format!("{name} {numerics}"), program, random_checkpoint(&spec, 5)));
-        }
-        out
-    }
+    use crate::test_programs::programs;
 
     const PROMPT: [u32; 9] = [3, 9, 1, 30, 7, 7, 2, 11, 5];
 
