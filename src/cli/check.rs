@@ -123,14 +123,18 @@ fn check_one(a: &CheckArgs, source: &ModelSource, budget: Option<&Budget>, expli
     {
         // A model the user named must be checked: skipping it is a failure to check it.
         // The proof needs no weights: a model too large to run is still proved.
-        let proof = proof_without_weights(&spec, a.numerics);
-        let exit = if explicit { 2 } else { u8::from(proof.is_some_and(|w| w != "proved")) };
-        let checked = match proof {
-            Some(word) => format!("only its proof was checked ({word})"),
-            None => "nothing was checked".to_string(),
+        // So is the prefill's induction, with `--prefill`: its column then shows the proof's word.
+        let (proof, prefill) = proofs_without_weights(a, &spec).unzip();
+        let prefill = prefill.flatten();
+        let proved = |w: Option<&str>| w.is_none_or(|w| w == "proved");
+        let exit = if explicit { 2 } else { u8::from(!proved(proof) || !proved(prefill)) };
+        let checked = match (proof, prefill) {
+            (Some(word), Some(p)) => format!("only its proofs were checked (the program's {word}, the prefill's {p})"),
+            (Some(word), None) => format!("only its proof was checked ({word})"),
+            (None, _) => "nothing was checked".to_string(),
         };
         let detail = format!("not run: {e}; {checked}");
-        return Row { verdict: "skipped", proof, detail, exit, ..Row::default() };
+        return Row { verdict: "skipped", proof, prefill, detail, exit, ..Row::default() };
     }
     p.show(&format!("{label}: loading its weights"));
     let (spec, ckpt) = match source.load() {
@@ -244,12 +248,20 @@ fn prefilled(
     }
 }
 
-/// The proof of a model's program from its spec alone, when it is authored and lowered.
-fn proof_without_weights(spec: &crate::model::ModelSpec, numerics: crate::engine::Numerics) -> Option<&'static str> {
+/// The proofs of a model's program from its spec alone, when it is authored and lowered: the
+/// program's, and with `--prefill` the prefill's induction.
+fn proofs_without_weights(
+    a: &CheckArgs,
+    spec: &crate::model::ModelSpec,
+) -> Option<(&'static str, Option<&'static str>)> {
     let authored = decode_step(spec).ok()?;
     let graph = EngineShim::default().prepare(&authored);
-    let program = lower_graph(&graph, numerics).ok()?;
-    Some(prove(&authored, &graph, &program).word())
+    let program = lower_graph(&graph, a.numerics).ok()?;
+    let prefill = a.prefill.map(|t| match Prefill::chunked(t, a.chunk) {
+        Ok(p) => prove_prefill(&program, &p).word(),
+        Err(_) => "error",
+    });
+    Some((prove(&authored, &graph, &program).word(), prefill))
 }
 
 /// The interpreters' half of a row: both run over `a.steps` tokens and compared.
