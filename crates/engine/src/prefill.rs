@@ -150,9 +150,15 @@ impl<'c, R: Real> EngineRunner<'c, R> {
         matrix: MatrixUnits<'_, 'c, R>,
     ) -> Result<Vec<Vec<R>>, RunError> {
         self.check_prefill(prefill, tokens)?;
-        // Only the rows whose logits are asked for compute them, unless a unit reads them.
+        // Only the rows whose logits are asked for compute them, unless a unit reads them or a
+        // unit that carries state writes them (every row must run it).
         let asked = outputs;
-        let outputs = if self.units.iter().any(|u| unit_reads(u, self.logits)) { Outputs::All } else { outputs };
+        let every_row = |u: &Unit<'c, R>| {
+            unit_reads(u, self.logits)
+                || unit_writes(u, self.logits)
+                    && matches!(u, Unit::Conv { .. } | Unit::DeltaRule { .. } | Unit::Attention(_))
+        };
+        let outputs = if self.units.iter().any(every_row) { Outputs::All } else { outputs };
         let mut logits = Vec::new();
         let mut rows = mem::take(&mut self.prefill_rows);
         let last = prefill.chunks.len().saturating_sub(1);
@@ -200,23 +206,26 @@ impl<'c, R: Real> EngineRunner<'c, R> {
         let start = self.store.position;
         let (st, threads, logits) = (&self.storages[..], self.threads, self.logits);
         for unit in self.units.iter_mut() {
-            // The head writes the logits, of the rows that keep them only.
-            let rows = if unit_writes(unit, logits) { &mut rows[from..] } else { &mut rows[..] };
+            // The head writes the logits, of the rows from `at` on, which keep them, only (a unit
+            // that carries state never: `prefill_with` then keeps every row's).
+            let at = if unit_writes(unit, logits) { from } else { 0 };
+            let rows = &mut rows[at..];
             if rows.is_empty() || matrix(unit, rows, st) {
                 continue;
             }
             if let Unit::Attention(a) = unit {
                 for (i, b) in rows.iter().enumerate() {
-                    append_kv(a, b, &mut self.store, start + i);
+                    append_kv(a, b, &mut self.store, start + at + i);
                 }
-                for (i, (b, &seen)) in rows.iter_mut().zip(&chunk.seen).enumerate() {
-                    read_kv(a, b, st, &self.store, start + i, start + seen - 1);
+                for (i, (b, &seen)) in rows.iter_mut().zip(&chunk.seen[at..]).enumerate() {
+                    read_kv(a, b, st, &self.store, start + at + i, start + seen - 1);
                 }
                 continue;
             }
             let kept = chunk.keep + 1 < chunk.len;
             let mut saved = None;
-            for (i, (b, &t)) in rows.iter_mut().zip(tokens).enumerate() {
+            for (i, (b, &t)) in rows.iter_mut().zip(&tokens[at..]).enumerate() {
+                let i = at + i;
                 self.store.position = start + i;
                 run(unit, b, st, &mut self.store, t as usize, threads);
                 if kept && i == chunk.keep {
