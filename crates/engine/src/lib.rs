@@ -61,6 +61,11 @@ pub struct EngineRunner<'c, R = f32> {
     split_rows_from: usize,
     /// The per-token buffers of a prefill's chunk (empty until a prefill runs).
     prefill_rows: Vec<Vec<Vec<R>>>,
+    /// Per unit, whether its Command writes the logits (the head, in a lowered program).
+    writes_logits: Vec<bool>,
+    /// Whether every token of a prefill's chunk must keep its logits: a Command reads them, or one
+    /// that carries state writes them.
+    logits_every_row: bool,
 }
 
 /// The machine's available parallelism, asked once per process: asking reads the cgroup files,
@@ -91,6 +96,12 @@ impl<'c, R: Real> EngineRunner<'c, R> {
     ) -> Result<Self, RunError> {
         let plan = Plan::new(program, checkpoint, capacity, rounding)?;
         let threads = machine_threads();
+        // The units are the program's Commands, one each, in order.
+        let commands = || program.blocks.iter().flat_map(|b| &b.commands);
+        let logits = program.logits;
+        let writes_logits = commands().map(|c| c.writes().contains(&logits)).collect();
+        let logits_every_row =
+            commands().any(|c| c.reads().contains(&logits) || c.writes().contains(&logits) && !c.states().is_empty());
         Ok(EngineRunner {
             units: plan.units,
             buffers: plan.buffers,
@@ -105,6 +116,8 @@ impl<'c, R: Real> EngineRunner<'c, R> {
             spare_units: vec![],
             split_rows_from: batched::PARALLEL_STATE_VALUES,
             prefill_rows: vec![],
+            writes_logits,
+            logits_every_row,
         })
     }
 

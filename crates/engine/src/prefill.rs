@@ -150,15 +150,10 @@ impl<'c, R: Real> EngineRunner<'c, R> {
         matrix: MatrixUnits<'_, 'c, R>,
     ) -> Result<Vec<Vec<R>>, RunError> {
         self.check_prefill(prefill, tokens)?;
-        // Only the rows whose logits are asked for compute them, unless a unit reads them or a
-        // unit that carries state writes them (every row must run it).
+        // Only the rows whose logits are asked for compute them, unless a Command reads them or
+        // one that carries state writes them.
         let asked = outputs;
-        let every_row = |u: &Unit<'c, R>| {
-            unit_reads(u, self.logits)
-                || unit_writes(u, self.logits)
-                    && matches!(u, Unit::Conv { .. } | Unit::DeltaRule { .. } | Unit::Attention(_))
-        };
-        let outputs = if self.units.iter().any(every_row) { Outputs::All } else { outputs };
+        let outputs = if self.logits_every_row { Outputs::All } else { outputs };
         let mut logits = Vec::new();
         let mut rows = mem::take(&mut self.prefill_rows);
         let last = prefill.chunks.len().saturating_sub(1);
@@ -204,11 +199,11 @@ impl<'c, R: Real> EngineRunner<'c, R> {
     ) {
         self.enter(chunk);
         let start = self.store.position;
-        let (st, threads, logits) = (&self.storages[..], self.threads, self.logits);
-        for unit in self.units.iter_mut() {
+        let (st, threads) = (&self.storages[..], self.threads);
+        for (u, unit) in self.units.iter_mut().enumerate() {
             // The head writes the logits, of the rows from `at` on, which keep them, only (a unit
             // that carries state never: `prefill_with` then keeps every row's).
-            let at = if unit_writes(unit, logits) { from } else { 0 };
+            let at = if self.writes_logits[u] { from } else { 0 };
             let rows = &mut rows[at..];
             if rows.is_empty() || matrix(unit, rows, st) {
                 continue;
@@ -237,44 +232,6 @@ impl<'c, R: Real> EngineRunner<'c, R> {
             }
         }
         self.store.position = start + chunk.len;
-    }
-}
-
-/// Whether `unit` writes buffer `b`.
-fn unit_writes<R>(unit: &Unit<'_, R>, b: usize) -> bool {
-    match unit {
-        Unit::Embed { out, .. }
-        | Unit::RmsNorm { out, .. }
-        | Unit::MatVec { out, .. }
-        | Unit::DeltaRule { out, .. }
-        | Unit::GatedNorm { out, .. }
-        | Unit::SigmoidGate { out, .. }
-        | Unit::SwiGlu { out, .. }
-        | Unit::Add { out, .. } => *out == b,
-        Unit::MergedRows { outs, .. } | Unit::Conv { outs, .. } => outs.contains(&b),
-        Unit::MergedHeadHalves { first, second, .. } => *first == b || *second == b,
-        Unit::Gates { beta, g, .. } => *beta == b || *g == b,
-        Unit::Attention(a) => a.out == b,
-        Unit::Advance => false,
-    }
-}
-
-/// Whether `unit` reads buffer `b`.
-fn unit_reads<R>(unit: &Unit<'_, R>, b: usize) -> bool {
-    match unit {
-        Unit::Embed { .. } | Unit::Advance => false,
-        Unit::RmsNorm { x, .. }
-        | Unit::MatVec { x, .. }
-        | Unit::MergedRows { x, .. }
-        | Unit::MergedHeadHalves { x, .. }
-        | Unit::SwiGlu { x, .. } => *x == b,
-        Unit::Conv { ins, .. } => ins.contains(&b),
-        Unit::Gates { b: x, a, .. } => *x == b || *a == b,
-        Unit::DeltaRule { q, k, v, g, beta, .. } => [q, k, v, g, beta].contains(&&b),
-        Unit::GatedNorm { x, z, .. } => *x == b || *z == b,
-        Unit::Attention(a) => [a.q, a.k, a.v].contains(&b),
-        Unit::SigmoidGate { x, gate, .. } => *x == b || *gate == b,
-        Unit::Add { residual, x, .. } => *residual == b || *x == b,
     }
 }
 
